@@ -1,0 +1,131 @@
+"""Expressions: one IR node -> one line of Triton, and the small jit helpers generated kernels share."""
+
+from __future__ import annotations
+
+import math
+
+from rblock.ir import DType, KernelGraph, Node, Op
+
+TL_DTYPE = {
+    DType.F32: "tl.float32",
+    DType.F16: "tl.float16",
+    DType.BF16: "tl.bfloat16",
+    DType.I64: "tl.int64",
+    DType.I32: "tl.int32",
+    DType.B1: "tl.int1",
+}
+
+# Combine functions for tl.reduce. max/min propagate NaN like torch; arg* keep the first index on ties and
+# treat NaN as the extreme value; welford merges (mean, m2, count) partials.
+HELPERS = '''
+@triton.jit
+def _maximum(a, b):
+    return tl.where((a > b) | (a != a), a, b)
+
+
+@triton.jit
+def _minimum(a, b):
+    return tl.where((a < b) | (a != a), a, b)
+
+
+@triton.jit
+def _argmax(a, ia, b, ib):
+    a_nan = a != a
+    b_nan = b != b
+    first = ia < ib
+    pick_a = (a_nan & (~b_nan | first)) | (~a_nan & ~b_nan & ((a > b) | ((a == b) & first)))
+    return tl.where(pick_a, a, b), tl.where(pick_a, ia, ib)
+
+
+@triton.jit
+def _argmin(a, ia, b, ib):
+    a_nan = a != a
+    b_nan = b != b
+    first = ia < ib
+    pick_a = (a_nan & (~b_nan | first)) | (~a_nan & ~b_nan & ((a < b) | ((a == b) & first)))
+    return tl.where(pick_a, a, b), tl.where(pick_a, ia, ib)
+
+
+@triton.jit
+def _welford(mean_a, m2_a, n_a, mean_b, m2_b, n_b):
+    n = n_a + n_b
+    delta = mean_b - mean_a
+    frac_b = tl.where(n == 0, 0.0, n_b / tl.maximum(n, 1.0))
+    return mean_a + delta * frac_b, m2_a + m2_b + delta * delta * n_a * frac_b, n
+'''
+
+_BINARY_FMT = {
+    Op.ADD: "{} + {}",
+    Op.SUB: "{} - {}",
+    Op.MUL: "{} * {}",
+    Op.DIV: "{} / {}",
+    Op.MAXIMUM: "_maximum({}, {})",
+    Op.MINIMUM: "_minimum({}, {})",
+    Op.EQ: "{} == {}",
+    Op.NE: "{} != {}",
+    Op.LT: "{} < {}",
+    Op.LE: "{} <= {}",
+    Op.GT: "{} > {}",
+    Op.GE: "{} >= {}",
+    Op.AND: "{} & {}",
+    Op.OR: "{} | {}",
+}
+_UNARY_FMT = {
+    Op.NEG: "-{}",
+    Op.EXP: "tl.exp({})",
+    Op.LOG: "tl.log({})",
+    Op.RSQRT: "tl.rsqrt({})",
+    Op.SQRT: "tl.sqrt({})",
+    Op.ABS: "tl.abs({})",
+    Op.NOT: "{} == 0",
+    Op.ISNAN: "{} != {}",
+}
+# Results that are one of their operands need no rounding back to a 16-bit type.
+_EXACT = {Op.NEG, Op.ABS, Op.MAXIMUM, Op.MINIMUM, Op.WHERE, Op.MAX, Op.MIN}
+
+
+def literal(value: object) -> str:
+    if isinstance(value, bool):
+        return "1" if value else "0"
+    if isinstance(value, float) and (math.isinf(value) or math.isnan(value)):
+        return f'float("{value}")'
+    return repr(value)
+
+
+def register_type(dt: DType) -> str:
+    """Values live in registers as fp32 (any float), int64/int32, or int1."""
+    return "tl.float32" if dt.is_float else TL_DTYPE[dt]
+
+
+def pointwise(node: Node, operands: list[str], g: KernelGraph) -> str:
+    """The Triton expression of a pointwise node, rounded like eager PyTorch when its type is 16-bit."""
+    a = [f"({o})" if " " in o else o for o in operands]
+    if node.op == Op.WHERE:
+        expr = f"tl.where({operands[0]}, {operands[1]}, {operands[2]})"
+    elif node.op == Op.CAST:
+        src = g.nodes[node.args[0]].dtype
+        if node.dtype == src:
+            return operands[0]
+        if node.dtype == DType.B1:
+            return f"{a[0]} != 0"
+        if not node.dtype.is_float:
+            return f"{a[0]}.to({TL_DTYPE[node.dtype]})"
+        expr = operands[0] if src.is_float else f"{a[0]}.to(tl.float32)"
+        if node.dtype == DType.F32:
+            return expr
+        return f"{a[0] if src.is_float else '(' + expr + ')'}.to({TL_DTYPE[node.dtype]}).to(tl.float32)"
+    elif node.op == Op.ISNAN:
+        expr = f"{a[0]} != {a[0]}"
+    elif node.op in _UNARY_FMT:
+        expr = _UNARY_FMT[node.op].format(a[0])
+    else:
+        expr = _BINARY_FMT[node.op].format(a[0], a[1])
+        if node.dtype.is_float and node.op == Op.DIV and not any(g.nodes[i].dtype.is_float for i in node.args):
+            expr = f"{a[0]}.to(tl.float32) / {a[1]}"
+    return round16(node, expr)
+
+
+def round16(node: Node, expr: str) -> str:
+    if node.dtype in (DType.BF16, DType.F16) and node.op not in _EXACT:
+        return f"({expr}).to({TL_DTYPE[node.dtype]}).to(tl.float32)"
+    return expr

@@ -1,0 +1,163 @@
+"""The orchestrator: the only place that runs the stages in order.
+
+trace -> verify -> simplify -> analyze -> plan -> (tune) -> codegen -> load -> launch
+"""
+
+from __future__ import annotations
+
+import functools
+import re
+import threading
+from dataclasses import dataclass, field
+
+import torch
+from torch.utils import _pytree as pytree
+
+from rblock import __version__, settings as settings_mod
+from rblock.analysis import Features, analyze
+from rblock.codegen.kernel import KernelSpec, generate
+from rblock.ir import KernelGraph
+from rblock.ir.passes import dead_code, simplify_dims
+from rblock.ir.verify import verify
+from rblock.plan import DEFAULT, Config, Heuristics, Plan, plan
+from rblock.plan.candidates import next_pow2
+from rblock.runtime import cache, device
+from rblock.runtime.launch import launch
+from rblock.runtime.loader import load
+from rblock.runtime.tune import Trial, tune
+from rblock.trace import trace
+
+
+@dataclass(frozen=True)
+class Compiled:
+    """One traced function specialized to one input signature: its kernel and how to call it."""
+
+    graph: KernelGraph
+    features: Features
+    plan: Plan
+    config: Config
+    spec: KernelSpec
+    kernel: object
+    input_order: tuple[int, ...]
+    outputs: tuple[tuple[tuple[int, ...], tuple[int, ...], torch.dtype], ...]
+    out_spec: pytree.TreeSpec
+    trials: tuple[Trial, ...] = ()
+    from_cache: bool = False
+
+    def header(self) -> tuple[str, ...]:
+        return header_lines(self.features, self.plan, self.config)
+
+    def run(self, tensors: list[torch.Tensor]):
+        dev = tensors[0].device if tensors else device.kernel_device()
+        outs = [torch.empty_strided(shape, stride, dtype=dt, device=dev) for shape, stride, dt in self.outputs]
+        if all(o.numel() > 0 for o in outs):
+            launch(self.kernel, self.spec, [tensors[i] for i in self.input_order] + outs, self.graph.xnumel)
+        return pytree.tree_unflatten(outs, self.out_spec)
+
+
+def header_lines(f: Features, p: Plan, cfg: Config) -> tuple[str, ...]:
+    return (
+        f"x: {f.xnumel} rows, r: {f.rnumel} per row; hint {f.hint.value}; default strategy {p.strategy}",
+        f"bytes: persistent {f.persistent_bytes}, looped {f.looped_bytes} (saved_bytes_ratio {f.saved_bytes_ratio})",
+        f"chosen: {cfg.kind} because "
+        + next((c.reason for c in p.candidates if c.config == cfg), "it was requested"),
+    )
+
+
+def build(name: str, fn, args: tuple, kwargs: dict, s: settings_mod.Settings, h: Heuristics = DEFAULT) -> Compiled:
+    lowered, out_spec = trace(name, fn, args, kwargs)
+    g = verify(dead_code(simplify_dims(verify(lowered.graph))))  # trace -> drop size-1 dims, merge -> prune
+    features = analyze(g, h)
+    p = plan(features, h, s.strategy)
+    tensors = [t for t in pytree.tree_leaves((args, kwargs)) if isinstance(t, torch.Tensor)]
+    trials: tuple[Trial, ...] = ()
+    from_cache = False
+    if s.config is not None:
+        cfg = s.config
+    elif device.interpreted() or not s.tune or not settings_mod.tune_enabled_by_env() or len(p.candidates) == 1:
+        cfg = p.candidates[0].config
+    else:
+        cfg, trials, from_cache = _tuned(g, p, lowered, tensors, h, s.strategy)
+    spec = generate(g, cfg, header_lines(features, p, cfg))
+    return Compiled(g, features, p, cfg, spec, load(spec), lowered.input_order, lowered.outputs, out_spec, trials, from_cache)
+
+
+def tune_key(g: KernelGraph, strategy: str) -> cache.TuneKey:
+    props = device.device_properties()
+    return cache.TuneKey(
+        graph=str(g.shape_key()),
+        xnumel_bucket=next_pow2(max(g.xnumel, 1)),
+        strategy=strategy,
+        device=str(props["name"]),
+        capability=str(props["capability"]),
+        rblock_version=__version__,
+    )
+
+
+def _tuned(g, p: Plan, lowered, tensors, h: Heuristics, strategy: str):
+    key = tune_key(g, strategy)
+    hit = cache.lookup(key)
+    if hit is not None:
+        return hit[0], (), True
+    specs = {c.config: generate(g, c.config) for c in p.candidates}
+    inputs = [tensors[i] for i in lowered.input_order]
+    outs = [torch.empty_strided(sh, st, dtype=dt, device=inputs[0].device) for sh, st, dt in lowered.outputs]
+    cfg, trials = tune(
+        list(p.candidates),
+        specs,
+        functools.partial(generate, g),
+        inputs + outs,
+        g.xnumel,
+        h,
+        int(device.device_properties()["regs_per_sm"]),
+    )
+    cache.store(key, cfg, [t.as_dict() for t in trials])
+    return cfg, tuple(trials), False
+
+
+def _signature(leaves: list) -> tuple:
+    sig = []
+    for v in leaves:
+        if isinstance(v, torch.Tensor):
+            sig.append((tuple(v.shape), v.stride(), v.dtype, v.device.type))
+        else:
+            sig.append(v if isinstance(v, (int, float, bool, str, type(None), torch.dtype)) else repr(v))
+    return tuple(sig)
+
+
+@dataclass
+class CompiledFunction:
+    """`rblock.compile(fn)`: compiles `fn` once per input signature (shapes, strides, dtypes, other args)."""
+
+    fn: object
+    name: str
+    _entries: dict = field(default_factory=dict)
+    _lock: threading.Lock = field(default_factory=threading.Lock)
+
+    def __call__(self, *args, **kwargs):
+        leaves, _ = pytree.tree_flatten((args, kwargs))
+        s = settings_mod.current()
+        key = (_signature(leaves), s)
+        entry = self._entries.get(key)
+        if entry is None:
+            with self._lock:
+                entry = self._entries.get(key) or build(self.name, self.fn, args, kwargs, s)
+                self._entries[key] = entry
+        return entry.run([v for v in leaves if isinstance(v, torch.Tensor)])
+
+    def compiled_for(self, *args, **kwargs) -> Compiled:
+        """The compiled kernel (graph, plan, config, source) that a call with these arguments runs."""
+        leaves, _ = pytree.tree_flatten((args, kwargs))
+        s = settings_mod.current()
+        key = (_signature(leaves), s)
+        if key not in self._entries:
+            self._entries[key] = build(self.name, self.fn, args, kwargs, s)
+        return self._entries[key]
+
+
+def compile(fn=None, *, name: str | None = None):  # noqa: A001 - mirrors torch.compile
+    """Compile a plain PyTorch function into one fused Triton reduction kernel (per input signature)."""
+    if fn is None:
+        return functools.partial(compile, name=name)
+    label = name or getattr(fn, "__name__", "fn")
+    return CompiledFunction(fn, re.sub(r"\W", "_", label).strip("_") or "fn")

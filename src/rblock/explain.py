@@ -1,0 +1,41 @@
+"""`rblock.explain`: the IR, the analysis, the candidates with their reasons, the chosen config and its source."""
+
+from __future__ import annotations
+
+from rblock.compiler import Compiled, CompiledFunction, compile
+
+
+def report(c: Compiled) -> dict:
+    """Everything the planner saw and decided, as one JSON-ready object."""
+    return {
+        "strategy": c.plan.strategy,
+        "hint": c.features.hint.value,
+        "xnumel": c.features.xnumel,
+        "rnumel": c.features.rnumel,
+        "features": c.features.as_dict(),
+        "register_intensive": c.plan.register_intensive,
+        "candidates": [
+            {
+                "kind": cand.config.kind,
+                "XBLOCK": cand.config.XBLOCK,
+                "RBLOCK": cand.config.RBLOCK,
+                "num_warps": cand.config.num_warps,
+                "num_stages": cand.config.num_stages,
+                "no_rblock_scaling": cand.config.no_rblock_scaling,
+                "reason": cand.reason,
+            }
+            for cand in c.plan.candidates
+        ],
+        "chosen": str(c.config),
+        "chosen_kind": c.config.kind,
+        "tuning": [t.as_dict() for t in c.trials],
+        "from_cache": c.from_cache,
+        "ir": str(c.graph),
+        "source": c.spec.source,
+    }
+
+
+def explain(fn, *args, **kwargs) -> dict:
+    """Compile `fn` (a plain function or an `rblock.compile` result) for these inputs and report the decision."""
+    compiled = fn if isinstance(fn, CompiledFunction) else compile(fn)
+    return report(compiled.compiled_for(*args, **kwargs))

@@ -1,0 +1,45 @@
+"""Read-only questions about a KernelGraph that several stages ask."""
+
+from __future__ import annotations
+
+from rblock.ir.nodes import KernelGraph, Op, Rank, REDUCE_OPS
+
+
+def reduction_levels(g: KernelGraph) -> dict[int, int]:
+    """Level of each reduction: 1 + the highest level among the reductions its input depends on."""
+    level: dict[int, int] = {}
+    below: list[int] = []
+    for i, n in enumerate(g.nodes):
+        dep = max((below[a] for a in n.args), default=0)
+        if n.op in REDUCE_OPS:
+            level[i] = dep + 1
+        below.append(level.get(i, dep))
+    return level
+
+
+def full_cone(g: KernelGraph, i: int) -> list[int]:
+    """Nodes feeding `i` through full-rank values, stopping at (and including) per-row values; ascending."""
+    seen: set[int] = set()
+    stack = [i]
+    while stack:
+        j = stack.pop()
+        for a in g.nodes[j].args:
+            if a not in seen:
+                seen.add(a)
+                if g.nodes[a].rank == Rank.FULL:
+                    stack.append(a)
+    return sorted(seen)
+
+
+def looped_passes(g: KernelGraph) -> list[list[int]]:
+    """What each loop over r computes when a kernel is looped: the reductions of one level per loop, in level
+    order, then (if any) the full-size stores. Full-size values are recomputed, and so re-loaded, in every
+    loop that needs them."""
+    levels = reduction_levels(g)
+    passes = [[r for r in sorted(levels) if levels[r] == lv] for lv in sorted(set(levels.values()))]
+    full_stores = [i for i, n in enumerate(g.nodes) if n.op == Op.STORE and n.rank == Rank.FULL]
+    return passes + ([full_stores] if full_stores else [])
+
+
+def loads_in_pass(g: KernelGraph, targets: list[int]) -> set[int]:
+    return {j for t in targets for j in [*full_cone(g, t), t] if g.nodes[j].op == Op.LOAD and g.nodes[j].rank == Rank.FULL}

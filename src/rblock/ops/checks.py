@@ -1,0 +1,68 @@
+"""Argument checks shared by the ops. Each failure names the op and the argument, and says what is allowed."""
+
+from __future__ import annotations
+
+import torch
+
+from rblock.errors import InvalidArgument, InvalidDtype
+from rblock.runtime import device
+
+FLOATS = (torch.float32, torch.float16, torch.bfloat16)
+
+
+def tensor(op: str, name: str, t: object, dtypes: tuple[torch.dtype, ...] = FLOATS, min_dim: int = 1) -> torch.Tensor:
+    if not isinstance(t, torch.Tensor):
+        raise InvalidArgument(op, name, f"must be a torch.Tensor, got {type(t).__name__}")
+    if t.dtype not in dtypes:
+        allowed = ", ".join(str(d).replace("torch.", "") for d in dtypes)
+        raise InvalidDtype(op, name, f"has dtype {str(t.dtype).replace('torch.', '')}; allowed: {allowed}")
+    want = device.kernel_device().type
+    if t.device.type != want:
+        where = "a CUDA GPU" if want == "cuda" else "the CPU (no CUDA GPU here: Triton's interpreter)"
+        raise InvalidArgument(op, name, f"is on {t.device}; rblock runs on {where}, so pass a {want} tensor")
+    if t.dim() < min_dim:
+        raise InvalidArgument(op, name, f"has {t.dim()} dims, expected at least {min_dim}")
+    return t
+
+
+def same_device(op: str, **tensors: torch.Tensor | None) -> None:
+    devs = {n: t.device for n, t in tensors.items() if t is not None}
+    if len(set(devs.values())) > 1:
+        listed = ", ".join(f"{n} on {d}" for n, d in devs.items())
+        raise InvalidArgument(op, "tensors", f"must be on one device, got {listed}")
+
+
+def dims(op: str, x: torch.Tensor, dim: int | tuple[int, ...] | list[int]) -> tuple[int, ...]:
+    """Normalize `dim` (an int or a sequence of ints) to sorted non-negative dims of x."""
+    seq = (dim,) if isinstance(dim, int) else tuple(dim) if isinstance(dim, (tuple, list)) else None
+    if seq is None or not seq or not all(isinstance(d, int) and not isinstance(d, bool) for d in seq):
+        raise InvalidArgument(op, "dim", f"must be an int or a non-empty tuple of ints, got {dim!r}")
+    n = x.dim()
+    for d in seq:
+        if not -n <= d < n:
+            raise InvalidArgument(op, "dim", f"is {d}, but x has {n} dims (allowed: {-n} to {n - 1})")
+    out = tuple(sorted({d % n for d in seq}))
+    if len(out) != len(seq):
+        raise InvalidArgument(op, "dim", f"repeats a dim: {dim!r}")
+    return out
+
+
+def normalized_shape(op: str, x: torch.Tensor, shape: int | tuple[int, ...] | list[int] | torch.Size) -> tuple[int, ...]:
+    shp = (shape,) if isinstance(shape, int) else tuple(shape)
+    if not shp or len(shp) > x.dim() or tuple(x.shape[-len(shp):]) != shp:
+        raise InvalidArgument(op, "normalized_shape", f"is {list(shp)}, but x has shape {list(x.shape)}: it must match x's last dims")
+    return shp
+
+
+def param(op: str, name: str, t: torch.Tensor | None, shape: tuple[int, ...], x: torch.Tensor) -> None:
+    if t is None:
+        return
+    tensor(op, name, t)
+    if tuple(t.shape) != shape:
+        raise InvalidArgument(op, name, f"has shape {tuple(t.shape)}, expected {shape}")
+    same_device(op, x=x, **{name: t})
+
+
+def nonempty_dims(op: str, x: torch.Tensor, ds: tuple[int, ...]) -> None:
+    if any(x.shape[d] == 0 for d in ds):
+        raise InvalidArgument(op, "dim", f"reduces over an empty dim of shape {list(x.shape)}; {op} has no identity")

@@ -1,0 +1,66 @@
+"""Normalizations, written as plain PyTorch and compiled by rblock."""
+
+from __future__ import annotations
+
+import torch
+import torch.nn.functional as F
+
+from rblock.compiler import compile
+from rblock.ops import checks
+
+
+def _rms_norm(x, dims, weight, eps):
+    xf = x.float()
+    y = xf * torch.rsqrt(xf.pow(2).mean(dims, keepdim=True) + eps)
+    if weight is not None:
+        return (y * weight.float()).to(torch.promote_types(x.dtype, weight.dtype))
+    return y.to(x.dtype)
+
+
+def _fused_add_rms_norm(x, residual, weight, eps):
+    h = x + residual
+    return _rms_norm(h, (-1,), weight, eps), h
+
+
+_rms_norm_kernel = compile(_rms_norm, name="rms_norm")
+_layer_norm_kernel = compile(F.layer_norm, name="layer_norm")
+_fused_add_rms_norm_kernel = compile(_fused_add_rms_norm, name="fused_add_rms_norm")
+
+
+def rms_norm(x: torch.Tensor, normalized_shape, weight: torch.Tensor | None = None, eps: float | None = None) -> torch.Tensor:
+    """Like torch.nn.functional.rms_norm."""
+    checks.tensor("rms_norm", "x", x)
+    shape = checks.normalized_shape("rms_norm", x, normalized_shape)
+    checks.param("rms_norm", "weight", weight, shape, x)
+    eps = torch.finfo(x.dtype).eps if eps is None else float(eps)
+    dims = tuple(range(x.dim() - len(shape), x.dim()))
+    return _rms_norm_kernel(x, dims, weight, eps)
+
+
+def layer_norm(
+    x: torch.Tensor, normalized_shape, weight: torch.Tensor | None = None, bias: torch.Tensor | None = None, eps: float = 1e-5
+) -> torch.Tensor:
+    """Like torch.nn.functional.layer_norm."""
+    checks.tensor("layer_norm", "x", x)
+    shape = checks.normalized_shape("layer_norm", x, normalized_shape)
+    checks.param("layer_norm", "weight", weight, shape, x)
+    checks.param("layer_norm", "bias", bias, shape, x)
+    return _layer_norm_kernel(x, list(shape), weight, bias, float(eps))
+
+
+def fused_add_rms_norm(
+    x: torch.Tensor, residual: torch.Tensor, weight: torch.Tensor, eps: float = 1e-6
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """(rms_norm(x + residual) * weight, x + residual), normalizing over the last dim."""
+    op = "fused_add_rms_norm"
+    checks.tensor(op, "x", x)
+    checks.tensor(op, "residual", residual)
+    if residual.shape != x.shape or residual.dtype != x.dtype:
+        raise checks.InvalidArgument(
+            op, "residual", f"is {residual.dtype} {list(residual.shape)}, expected x's {x.dtype} {list(x.shape)}"
+        )
+    checks.same_device(op, x=x, residual=residual)
+    checks.param(op, "weight", weight, (x.shape[-1],), x)
+    if weight is None:
+        raise checks.InvalidArgument(op, "weight", "is required")
+    return _fused_add_rms_norm_kernel(x, residual, weight, float(eps))

@@ -1,0 +1,60 @@
+"""Plain reductions over one or more dims, compiled by rblock."""
+
+from __future__ import annotations
+
+import torch
+
+from rblock.compiler import compile
+from rblock.ops import checks
+
+_sum = compile(torch.sum, name="sum")
+_mean = compile(torch.mean, name="mean")
+_amax = compile(torch.amax, name="amax")
+_amin = compile(torch.amin, name="amin")
+_var = compile(torch.var, name="var")
+_std = compile(torch.std, name="std")
+_logsumexp = compile(torch.logsumexp, name="logsumexp")
+
+
+def _check(op: str, x: torch.Tensor, dim) -> tuple[int, ...]:
+    checks.tensor(op, "x", x)
+    return checks.dims(op, x, dim)
+
+
+def sum(x: torch.Tensor, dim, keepdim: bool = False) -> torch.Tensor:  # noqa: A001
+    """Like torch.sum(x, dim, keepdim)."""
+    return _sum(x, _check("sum", x, dim), keepdim=bool(keepdim))
+
+
+def mean(x: torch.Tensor, dim, keepdim: bool = False) -> torch.Tensor:
+    """Like torch.mean(x, dim, keepdim)."""
+    return _mean(x, _check("mean", x, dim), keepdim=bool(keepdim))
+
+
+def amax(x: torch.Tensor, dim, keepdim: bool = False) -> torch.Tensor:
+    """Like torch.amax(x, dim, keepdim)."""
+    ds = _check("amax", x, dim)
+    checks.nonempty_dims("amax", x, ds)
+    return _amax(x, ds, keepdim=bool(keepdim))
+
+
+def amin(x: torch.Tensor, dim, keepdim: bool = False) -> torch.Tensor:
+    """Like torch.amin(x, dim, keepdim)."""
+    ds = _check("amin", x, dim)
+    checks.nonempty_dims("amin", x, ds)
+    return _amin(x, ds, keepdim=bool(keepdim))
+
+
+def var(x: torch.Tensor, dim, keepdim: bool = False, correction: int = 1) -> torch.Tensor:
+    """Like torch.var(x, dim, correction=..., keepdim=...)."""
+    return _var(x, _check("var", x, dim), correction=int(correction), keepdim=bool(keepdim))
+
+
+def std(x: torch.Tensor, dim, keepdim: bool = False, correction: int = 1) -> torch.Tensor:
+    """Like torch.std(x, dim, correction=..., keepdim=...)."""
+    return _std(x, _check("std", x, dim), correction=int(correction), keepdim=bool(keepdim))
+
+
+def logsumexp(x: torch.Tensor, dim, keepdim: bool = False) -> torch.Tensor:
+    """Like torch.logsumexp(x, dim, keepdim)."""
+    return _logsumexp(x, _check("logsumexp", x, dim), keepdim=bool(keepdim))

@@ -1,0 +1,76 @@
+"""Softmax, log-softmax and cross-entropy, written as plain PyTorch and compiled by rblock."""
+
+from __future__ import annotations
+
+import math
+
+import torch
+
+from rblock.compiler import compile
+from rblock.errors import InvalidArgument
+from rblock.ops import checks
+
+_softmax_kernel = compile(torch.softmax, name="softmax")
+_log_softmax_kernel = compile(torch.log_softmax, name="log_softmax")
+
+
+def softmax(x: torch.Tensor, dim: int, dtype: torch.dtype | None = None) -> torch.Tensor:
+    """Like torch.softmax."""
+    checks.tensor("softmax", "x", x)
+    (d,) = checks.dims("softmax", x, dim)
+    return _softmax_kernel(x, d, dtype=dtype) if dtype is not None else _softmax_kernel(x, d)
+
+
+def log_softmax(x: torch.Tensor, dim: int, dtype: torch.dtype | None = None) -> torch.Tensor:
+    """Like torch.log_softmax."""
+    checks.tensor("log_softmax", "x", x)
+    (d,) = checks.dims("log_softmax", x, dim)
+    return _log_softmax_kernel(x, d, dtype=dtype) if dtype is not None else _log_softmax_kernel(x, d)
+
+
+def _cross_entropy_rows(logits, target, ignore_index, out_dtype):
+    """Per-row loss: logsumexp(row) - row[target]; 0 where ignored, NaN where the target is out of range."""
+    valid = target != ignore_index
+    in_range = (target >= 0) & (target < logits.shape[1])
+    t = torch.where(valid & in_range, target, 0)
+    lse = torch.logsumexp(logits.float(), dim=1)
+    picked = torch.gather(logits, 1, t.unsqueeze(1)).squeeze(1).float()
+    loss = torch.where(valid, torch.where(in_range, lse - picked, math.nan), 0.0)
+    return loss.to(out_dtype), valid
+
+
+def _mean_of_valid(loss, valid, out_dtype):
+    return (loss.sum() / valid.sum()).to(out_dtype)
+
+
+def _sum_all(loss, out_dtype):
+    return loss.sum().to(out_dtype)
+
+
+_rows_kernel = compile(_cross_entropy_rows, name="cross_entropy")
+_mean_kernel = compile(_mean_of_valid, name="cross_entropy_mean")
+_sum_kernel = compile(_sum_all, name="cross_entropy_sum")
+
+
+def cross_entropy(logits: torch.Tensor, target: torch.Tensor, ignore_index: int = -100, reduction: str = "mean") -> torch.Tensor:
+    """Like torch.nn.functional.cross_entropy for (M, C) logits and (M,) class indices.
+
+    A target outside [0, C) that is not ignore_index gives NaN (PyTorch raises; checking would cost a sync)."""
+    op = "cross_entropy"
+    checks.tensor(op, "logits", logits, min_dim=2)
+    if logits.dim() != 2:
+        raise InvalidArgument(op, "logits", f"has shape {list(logits.shape)}; rblock takes (batch, classes) logits")
+    checks.tensor(op, "target", target, dtypes=(torch.int64, torch.int32))
+    if target.shape != logits.shape[:1]:
+        raise InvalidArgument(op, "target", f"has shape {list(target.shape)}, expected [{logits.shape[0]}]")
+    checks.same_device(op, logits=logits, target=target)
+    if reduction not in ("mean", "sum", "none"):
+        raise InvalidArgument(op, "reduction", f"is {reduction!r}; allowed: 'mean', 'sum', 'none'")
+    if logits.shape[1] == 0:
+        raise InvalidArgument(op, "logits", "has no classes")
+    if reduction == "none":
+        return _rows_kernel(logits, target, int(ignore_index), logits.dtype)[0]
+    loss, valid = _rows_kernel(logits, target, int(ignore_index), torch.float32)
+    if reduction == "sum":
+        return _sum_kernel(loss, logits.dtype)
+    return _mean_kernel(loss, valid, logits.dtype)

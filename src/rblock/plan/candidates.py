@@ -1,0 +1,113 @@
+"""Features -> candidate configs, each with the reason it exists. The first candidate runs when nothing is timed."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from rblock.analysis import Features, Hint
+from rblock.plan.config import Candidate, Config
+from rblock.plan.heuristics import Heuristics
+
+
+@dataclass(frozen=True, slots=True)
+class Plan:
+    strategy: str  # "persistent" or "looped": what the default rules pick
+    candidates: tuple[Candidate, ...]
+    register_intensive: bool
+
+
+def next_pow2(n: int) -> int:
+    return 1 << max(n - 1, 0).bit_length()
+
+
+def warps_for(h: Heuristics, elems: int) -> int:
+    return min(max(next_pow2(max(elems // h.elems_per_warp, 1)), h.min_warps), h.max_warps)
+
+
+def persistent_allowed(f: Features, h: Heuristics) -> bool:
+    limit = h.persistent_rnumel_inner if f.hint == Hint.INNER else h.persistent_rnumel_other
+    return f.rnumel <= limit
+
+
+def seed_applies(f: Features, h: Heuristics) -> tuple[bool, str]:
+    """PR 161055's rule for adding an RBLOCK == rnumel candidate to a looped kernel; the reason either way."""
+    checks = [
+        (f.is_2d, "the kernel is 2-D"),
+        (f.saved_bytes_ratio >= h.seed_min_saved_bytes_ratio, f"saved_bytes_ratio {f.saved_bytes_ratio} >= {h.seed_min_saved_bytes_ratio}"),
+        (f.r_coalesce_ratio >= h.seed_min_r_coalesce_ratio, f"r_coalesce_ratio {f.r_coalesce_ratio:g} >= {h.seed_min_r_coalesce_ratio:g}"),
+        (h.seed_min_rnumel_exclusive < f.rnumel <= h.seed_max_rnumel, f"{h.seed_min_rnumel_exclusive} < rnumel {f.rnumel} <= {h.seed_max_rnumel}"),
+        (f.mem_ops_per_thread <= h.seed_max_mem_ops_per_thread, f"mem_ops_per_thread {f.mem_ops_per_thread} <= {h.seed_max_mem_ops_per_thread}"),
+        (f.loads_and_reductions <= h.seed_max_loads_and_reductions, f"loads_and_reductions {f.loads_and_reductions} <= {h.seed_max_loads_and_reductions}"),
+    ]  # fmt: skip
+    failed = [text for ok, text in checks if not ok]
+    if failed:
+        return False, "not: " + "; not ".join(failed)
+    return True, "; ".join(text for _, text in checks)
+
+
+def _persistent(f: Features, h: Heuristics, kind: str = "persistent") -> list[Candidate]:
+    rblock = next_pow2(max(f.rnumel, 1))
+    xmax = max(h.max_persistent_elems // rblock, 1)
+    xmax = min(xmax, next_pow2(max(f.xnumel, 1)))
+    out = []
+    for xblock in dict.fromkeys([xmax, max(xmax // 4, 1)]):
+        elems = xblock * rblock
+        for warps in dict.fromkeys([warps_for(h, elems), max(warps_for(h, elems) // 2, 1)]):
+            why = (
+                f"row of {f.rnumel} fits one tile (RBLOCK {rblock}); {xblock} row(s) per program"
+                f" ({'several rows for short rows' if xblock > 1 else 'one row'}), {warps} warps"
+            )
+            out.append(Candidate(Config(kind, xblock, rblock, warps), why))
+    return out
+
+
+def _looped(f: Features, h: Heuristics, register_intensive: bool) -> list[Candidate]:
+    max_r = h.max_r0_block_register_intensive if register_intensive else h.max_r0_block
+    rp2 = next_pow2(max(f.rnumel, 1))
+    contiguous_r = min(rp2, max_r)
+    contiguous_x = 1 if f.rnumel > 2048 else 2
+    contiguous = Candidate(
+        Config("looped", contiguous_x, contiguous_r, warps_for(h, contiguous_x * contiguous_r)),
+        f"contiguous: walk the row in chunks of {contiguous_r}"
+        + (" (register intensive: MAX_R0_BLOCK halved)" if register_intensive else ""),
+    )
+    wider = Candidate(
+        Config("looped", contiguous_x, max(contiguous_r // 2, 1), warps_for(h, contiguous_x * contiguous_r // 2)),
+        f"contiguous, smaller chunks of {max(contiguous_r // 2, 1)}: more programs in flight",
+    )
+    outer = Candidate(Config("looped", 64, min(8, rp2), 8), "outer: 64 rows per program read across rows, 8 at a time")
+    tiny_x = 2 * (256 // f.rnumel) if 0 < f.rnumel <= 256 else 1
+    tiny_x = min(next_pow2(tiny_x), 1024)
+    tiny_r = min(rp2, max_r)
+    tiny = Candidate(Config("looped", tiny_x, tiny_r, warps_for(h, tiny_x * tiny_r)), f"tiny: {tiny_x} rows per program")
+    by_hint = {
+        Hint.INNER: [contiguous, wider],
+        Hint.OUTER: [outer, Candidate(Config("looped", 32, min(16, rp2), 4), "outer, 32 rows by 16")],
+        Hint.OUTER_TINY: [tiny],
+        Hint.DEFAULT: [contiguous, outer, tiny],
+    }
+    return list(dict.fromkeys(by_hint[f.hint]))
+
+
+def plan(f: Features, h: Heuristics, strategy: str = "auto") -> Plan:
+    """Candidates for a kernel with features `f`. `strategy` restricts them to persistent or looped ones."""
+    register_intensive = f.xnumel >= h.register_intensive_xnumel and f.loads_and_reductions >= h.register_intensive_loads_and_reductions
+    default = "persistent" if persistent_allowed(f, h) else "looped"
+    if strategy == "persistent":
+        return Plan("persistent", tuple(_persistent(f, h)), register_intensive)
+    if strategy == "looped":
+        return Plan("looped", tuple(_looped(f, h, register_intensive)), register_intensive)
+    if default == "persistent":
+        return Plan(default, tuple(_persistent(f, h)), register_intensive)
+    cands = _looped(f, h, register_intensive)
+    ok, why = seed_applies(f, h)
+    if ok:
+        rblock = next_pow2(f.rnumel)
+        xblock = max(h.seed_tile_elems // rblock, 1)
+        cands.append(
+            Candidate(
+                Config("persistent_rblock", xblock, rblock, warps_for(h, xblock * rblock), no_rblock_scaling=True),
+                f"persistent RBLOCK: {why}; one pass, the row read once",
+            )
+        )
+    return Plan(default, tuple(cands), register_intensive)

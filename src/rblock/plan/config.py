@@ -1,0 +1,50 @@
+"""The tuned knobs of one kernel: what the planner proposes, the tuner picks and the cache stores."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import asdict, dataclass
+from typing import Literal
+
+Kind = Literal["persistent", "looped", "persistent_rblock"]
+
+
+@dataclass(frozen=True, slots=True, order=True)
+class Config:
+    kind: Kind  # persistent_rblock: a looped kernel's extra candidate with RBLOCK covering the row, one pass
+    XBLOCK: int  # rows per program
+    RBLOCK: int  # row elements per tile
+    num_warps: int
+    num_stages: int = 1
+    no_rblock_scaling: bool = False  # the tuner must not shrink RBLOCK
+
+    def __post_init__(self) -> None:
+        for name in ("XBLOCK", "RBLOCK", "num_warps"):
+            v = getattr(self, name)
+            assert v >= 1 and v & (v - 1) == 0, f"{name} must be a power of two, got {v}"
+        assert self.kind in ("persistent", "looped", "persistent_rblock"), self.kind
+
+    @property
+    def single_pass(self) -> bool:
+        """Whether the whole row is in registers (the input read once)."""
+        return self.kind != "looped"
+
+    def to_json(self) -> str:
+        return json.dumps(asdict(self), sort_keys=True)
+
+    @staticmethod
+    def from_json(text: str) -> Config:
+        return Config(**json.loads(text))
+
+    def __str__(self) -> str:
+        flags = ", no_rblock_scaling" if self.no_rblock_scaling else ""
+        return (
+            f"{self.kind}(XBLOCK={self.XBLOCK}, RBLOCK={self.RBLOCK}, "
+            f"num_warps={self.num_warps}, num_stages={self.num_stages}{flags})"
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class Candidate:
+    config: Config
+    reason: str  # why the planner proposes it, in one sentence

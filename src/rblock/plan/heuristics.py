@@ -1,0 +1,80 @@
+"""Every threshold the planner and tuner use, in one place. Defaults follow PyTorch Inductor (cited per field)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, fields
+
+
+@dataclass(frozen=True, slots=True)
+class Heuristics:
+    persistent_rnumel_inner: int = 1024
+    """Largest row kept whole in registers when r is contiguous (Inductor: persistent_reduction limit, INNER)."""
+
+    persistent_rnumel_other: int = 64
+    """Largest row kept whole in registers otherwise (Inductor: the non-INNER persistent limit)."""
+
+    max_persistent_elems: int = 4096
+    """Largest XBLOCK*RBLOCK tile of a persistent kernel (Inductor: persistent reductions' XBLOCK*RBLOCK cap)."""
+
+    max_r0_block: int = 2048
+    """Largest RBLOCK of a looped kernel (Inductor: TRITON_MAX_RSPLIT / MAX_R0_BLOCK)."""
+
+    max_r0_block_register_intensive: int = 1024
+    """MAX_R0_BLOCK when the kernel is register intensive (Inductor: halved for many loads+reductions)."""
+
+    register_intensive_xnumel: int = 1024
+    """Register intensive needs at least this many rows (Inductor's rule)."""
+
+    register_intensive_loads_and_reductions: int = 10
+    """... and at least this many loads plus reductions (Inductor's rule)."""
+
+    inner_coalesce_ratio: float = 8.0
+    """r_coalesce_ratio at or above which r is the contiguous dim: hint INNER (Inductor PR 161055)."""
+
+    outer_tiny_rnumel: int = 16
+    """An OUTER kernel with at most this many row elements is OUTER_TINY (a small second stage)."""
+
+    seed_min_saved_bytes_ratio: float = 1.3
+    """persistent_rblock candidate: looped/persistent bytes must be at least this (PR 161055)."""
+
+    seed_min_r_coalesce_ratio: float = 8.0
+    """persistent_rblock candidate: r must be the coalesced dim by this ratio (PR 161055)."""
+
+    seed_min_rnumel_exclusive: int = 2048
+    """persistent_rblock candidate: rnumel must exceed this (PR 161055: 2048 < rnumel)."""
+
+    seed_max_rnumel: int = 32768
+    """persistent_rblock candidate: rnumel at most this (PR 161055: registers of one program)."""
+
+    seed_max_mem_ops_per_thread: int = 10
+    """persistent_rblock candidate: at most this many distinct load/store indices (PR 161055)."""
+
+    seed_max_loads_and_reductions: int = 8
+    """persistent_rblock candidate: at most this many loads plus reductions (PR 161055)."""
+
+    seed_tile_elems: int = 4096
+    """persistent_rblock candidate: XBLOCK = max(seed_tile_elems // RBLOCK, 1) (PR 161055)."""
+
+    elems_per_warp: int = 256
+    """num_warps ~ tile elements / this, clamped to [min_warps, max_warps] (Inductor: RBLOCK/128 for INNER
+    with 2-byte types; 256 keeps 8 fp32 values per thread per tile)."""
+
+    min_warps: int = 2
+    """Fewest warps per program (Inductor's floor)."""
+
+    max_warps: int = 32
+    """Most warps per program (the hardware's 1024 threads)."""
+
+    max_spill_bytes: int = 0
+    """Tuner: drop candidates whose ptxas report spills more than this many bytes."""
+
+    min_blocks_per_sm: int = 2
+    """Tuner: below this many resident programs per SM (from registers), offer RBLOCK/2 (Inductor's
+    _dynamic_scale_rblock); never for persistent_rblock."""
+
+    def __post_init__(self) -> None:
+        for f in fields(self):
+            assert getattr(self, f.name) >= 0, f"Heuristics.{f.name} must be >= 0"
+
+
+DEFAULT = Heuristics()

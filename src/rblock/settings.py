@@ -1,0 +1,66 @@
+"""User-owned settings: environment variables (read once, here) and the per-call overrides of `rblock.settings`.
+
+Environment variables (also tabled in docs/env_vars.md):
+- RBLOCK_CACHE_DIR: where generated kernels and tuning results live (default ~/.cache/rblock).
+- RBLOCK_TUNE: 0 disables timing candidates on a GPU (the planner's first candidate runs), 1 enables it (default).
+- RBLOCK_FORCE_INTERPRET: 1 runs kernels in Triton's CPU interpreter even when a GPU is present.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import contextvars
+import os
+from collections.abc import Iterator
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import Literal
+
+from rblock.plan.config import Config
+
+Strategy = Literal["auto", "persistent", "looped"]
+
+
+def cache_dir() -> Path:
+    return Path(os.environ.get("RBLOCK_CACHE_DIR") or Path.home() / ".cache" / "rblock")
+
+
+def tune_enabled_by_env() -> bool:
+    return os.environ.get("RBLOCK_TUNE", "1") != "0"
+
+
+def force_interpret() -> bool:
+    return os.environ.get("RBLOCK_FORCE_INTERPRET", "0") == "1"
+
+
+@dataclass(frozen=True, slots=True)
+class Settings:
+    """How rblock picks a kernel config. Part of every compiled-call cache key."""
+
+    strategy: Strategy = "auto"  # restrict the planner's candidates to one strategy
+    config: Config | None = None  # run exactly this config (skips planning and tuning)
+    tune: bool = True  # time the candidates on a GPU and keep the fastest (disk-cached)
+
+    def __post_init__(self) -> None:
+        if self.strategy not in ("auto", "persistent", "looped"):
+            raise ValueError(f"rblock.settings: strategy must be 'auto', 'persistent' or 'looped', got {self.strategy!r}")
+        if self.config is not None and not isinstance(self.config, Config):
+            raise TypeError(f"rblock.settings: config must be an rblock.Config, got {type(self.config).__name__}")
+
+
+_current: contextvars.ContextVar[Settings] = contextvars.ContextVar("rblock_settings", default=Settings())
+
+
+def current() -> Settings:
+    return _current.get()
+
+
+@contextlib.contextmanager
+def settings(**overrides: object) -> Iterator[Settings]:
+    """Override settings inside a `with` block: `with rblock.settings(strategy="looped"): ...`."""
+    new = replace(_current.get(), **overrides)
+    token = _current.set(new)
+    try:
+        yield new
+    finally:
+        _current.reset(token)
