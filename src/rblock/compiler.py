@@ -5,6 +5,8 @@ trace -> verify -> simplify -> analyze -> plan -> (tune) -> codegen -> load -> l
 
 from __future__ import annotations
 
+import contextlib
+import contextvars
 import functools
 import re
 import threading
@@ -22,7 +24,7 @@ from rblock.ir.verify import verify
 from rblock.plan import DEFAULT, Config, Heuristics, Plan, plan
 from rblock.plan.candidates import next_pow2
 from rblock.runtime import cache, device
-from rblock.runtime.launch import launch
+from rblock.runtime.launch import launch as launch_kernel
 from rblock.runtime.loader import load
 from rblock.runtime.tune import Trial, tune
 from rblock.trace import trace
@@ -47,11 +49,11 @@ class Compiled:
     def header(self) -> tuple[str, ...]:
         return header_lines(self.features, self.plan, self.config)
 
-    def run(self, tensors: list[torch.Tensor]):
+    def run(self, tensors: list[torch.Tensor], launch: bool = True):
         dev = tensors[0].device if tensors else device.kernel_device()
         outs = [torch.empty_strided(shape, stride, dtype=dt, device=dev) for shape, stride, dt in self.outputs]
-        if all(o.numel() > 0 for o in outs):
-            launch(self.kernel, self.spec, [tensors[i] for i in self.input_order] + outs, self.graph.xnumel)
+        if launch and all(o.numel() > 0 for o in outs):
+            launch_kernel(self.kernel, self.spec, [tensors[i] for i in self.input_order] + outs, self.graph.xnumel)
         return pytree.tree_unflatten(outs, self.out_spec)
 
 
@@ -125,6 +127,21 @@ def _signature(leaves: list) -> tuple:
     return tuple(sig)
 
 
+# While `recording()` is active, compiled calls report what they ran (and, if asked, skip the launch).
+_recording: contextvars.ContextVar[tuple[list, bool] | None] = contextvars.ContextVar("rblock_recording", default=None)
+
+
+@contextlib.contextmanager
+def recording(launch: bool = True):
+    """Collect the Compiled entry of every rblock kernel called inside the block (for explain)."""
+    log: list[Compiled] = []
+    token = _recording.set((log, launch))
+    try:
+        yield log
+    finally:
+        _recording.reset(token)
+
+
 @dataclass
 class CompiledFunction:
     """`rblock.compile(fn)`: compiles `fn` once per input signature (shapes, strides, dtypes, other args)."""
@@ -143,6 +160,11 @@ class CompiledFunction:
             with self._lock:
                 entry = self._entries.get(key) or build(self.name, self.fn, args, kwargs, s)
                 self._entries[key] = entry
+        rec = _recording.get()
+        if rec is not None:
+            rec[0].append(entry)
+            if not rec[1]:
+                return entry.run([v for v in leaves if isinstance(v, torch.Tensor)], launch=False)
         return entry.run([v for v in leaves if isinstance(v, torch.Tensor)])
 
     def compiled_for(self, *args, **kwargs) -> Compiled:

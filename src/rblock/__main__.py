@@ -1,0 +1,5 @@
+import sys
+
+from rblock.cli.main import main
+
+sys.exit(main())
