@@ -17,6 +17,7 @@ from torch.utils import _pytree as pytree
 
 from rblock import __version__, settings as settings_mod
 from rblock.analysis import Features, analyze
+from rblock.errors import InvalidArgument
 from rblock.codegen.kernel import KernelSpec, generate
 from rblock.ir import KernelGraph
 from rblock.ir.passes import dead_code, simplify_dims
@@ -76,6 +77,10 @@ def build(name: str, fn, args: tuple, kwargs: dict, s: settings_mod.Settings, h:
     from_cache = False
     if s.config is not None:
         cfg = s.config
+        if cfg.single_pass and cfg.RBLOCK < g.rnumel:
+            raise InvalidArgument(
+                "settings", "config", f"is {cfg.kind} with RBLOCK {cfg.RBLOCK}, but {name}'s rows have {g.rnumel} elements"
+            )
     elif device.interpreted() or not s.tune or not settings_mod.tune_enabled_by_env() or len(p.candidates) == 1:
         cfg = p.candidates[0].config
     else:

@@ -11,7 +11,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-from rblock.codegen.emit import HELPERS, TL_DTYPE, literal, pointwise, register_type, round16
+from rblock.codegen.emit import HELPERS, TL_DTYPE, literal, pointwise, round16
 from rblock.ir import Access, DType, KernelGraph, Op, Rank
 from rblock.ir.nodes import POINTWISE_OPS, REDUCE_OPS
 from rblock.ir.query import full_cone, loads_in_pass, looped_passes
@@ -233,7 +233,8 @@ class _Body:
         zero = "0.0" if self.g.nodes[n.args[0]].dtype.is_float else "0"
         t = f"tmp{i}"
         if op == Op.SUM:
-            return [f"{t} = {round16(n, f'tl.sum(tl.where(mask, {v}, {zero}), 1)[:, None]')}"]
+            masked = f"tl.where(mask, {v}, {zero})" + ("" if zero == "0.0" else ".to(tl.int64)")
+            return [f"{t} = {round16(n, f'tl.sum({masked}, 1)[:, None]')}"]
         if op in (Op.MAX, Op.MIN):
             ident, fn = ('float("-inf")', "_maximum") if op == Op.MAX else ('float("inf")', "_minimum")
             return [f"{t} = tl.reduce(tl.where(mask, {v}, {ident}), 1, {fn})[:, None]"]
@@ -258,7 +259,7 @@ class _Body:
         op, src = self.g.nodes[i].op, self.g.nodes[self.g.nodes[i].args[0]]
         shape = "[XBLOCK, RBLOCK]"
         ridx = "tl.int64" if self.g.index_bits == 64 else "tl.int32"
-        acc_t = register_type(src.dtype) if op == Op.SUM else "tl.float32"
+        acc_t = "tl.float32" if src.dtype.is_float else "tl.int64"  # torch sums bools and ints in int64
         init = {
             Op.SUM: [("", "0", acc_t)],
             Op.MAX: [("", 'float("-inf")', "tl.float32")],
@@ -277,7 +278,7 @@ class _Body:
         zero = "0.0" if self.g.nodes[n.args[0]].dtype.is_float else "0"
         lines = [f"# ir %{i}: {n.op.name.lower()} %{n.args[0]}"]
         if n.op == Op.SUM:
-            return lines + [f"{a} = {a} + tl.where(mask, {v}, {zero})"]
+            return lines + [f"{a} = {a} + tl.where(mask, {v}, {zero})" + ("" if zero == "0.0" else ".to(tl.int64)")]
         if n.op in (Op.MAX, Op.MIN):
             ident, fn = ('float("-inf")', "_maximum") if n.op == Op.MAX else ('float("inf")', "_minimum")
             return lines + [f"{a} = {fn}({a}, tl.where(mask, {v}, {ident}))"]

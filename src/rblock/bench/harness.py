@@ -1,0 +1,319 @@
+"""`rblock bench`: time rblock against eager PyTorch, torch.compile and Liger on a CUDA GPU, as GB/s next to the
+device's copy and read bandwidth measured in the same run."""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import gc
+import math
+import os
+import sys
+import tempfile
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import torch
+
+from rblock.bench import providers as prov
+from rblock.bench import report
+
+DTYPES = {"bf16": torch.bfloat16, "fp16": torch.float16, "fp32": torch.float32}
+TOLERANCE = {"bf16": 3e-2, "fp16": 5e-3, "fp32": 1e-4}  # max |out - ref| / max |ref|
+DEFAULT_NS = tuple(sorted({2**k for k in range(10, 19)} | {3000, 5120, 6144, 12288, 24576, 50257, 151936}))
+DEFAULT_PROVIDERS = prov.PROVIDERS
+QUICK_OPS = ("rms_norm", "softmax", "cross_entropy", "layer_norm")
+QUICK_NS = (4096, 32768, 131072)
+QUICK_PROVIDERS = ("rblock", "rblock_looped_only", "eager", "compile")
+SMALL_BATCH = {"ops": ("rms_norm", "softmax"), "ms": (1, 8, 64), "ns": (4096, 8192), "providers": ("rblock", "compile")}
+BANDWIDTH_NUMEL = 1 << 28
+NO_GPU = "rblock bench needs a CUDA GPU (none found)"
+
+
+@dataclass(frozen=True)
+class Sweep:
+    ops: tuple[str, ...]
+    ns: tuple[int, ...]
+    providers: tuple[str, ...]
+    dtype: str
+    total: int
+    small_batch: bool
+
+
+def _listed(kind: Callable[[str], object], allowed: tuple[str, ...] | None = None) -> Callable[[str], list]:
+    def parse(text: str) -> list:
+        try:
+            values = [kind(v.strip()) for v in text.split(",") if v.strip()]
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"expected a comma-separated list, got {text!r}") from None
+        bad = [v for v in values if allowed is not None and v not in allowed]
+        if not values or bad:
+            raise argparse.ArgumentTypeError(f"expected some of {', '.join(allowed or ())}, got {text!r}")
+        return values
+
+    return parse
+
+
+def parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="rblock bench", description=__doc__)
+    p.add_argument("--ops", type=_listed(str, prov.OPS), help=f"comma-separated subset of {','.join(prov.OPS)}")
+    p.add_argument("--ns", type=_listed(int), help="comma-separated row lengths N (default 1024..262144 and model sizes)")
+    p.add_argument("--providers", type=_listed(str, prov.PROVIDERS), help=f"comma-separated subset of {','.join(prov.PROVIDERS)}")
+    p.add_argument("--dtype", choices=sorted(DTYPES), default="bf16")
+    p.add_argument("--total", type=int, default=1 << 26, help="elements per input: M = total // N (default 2^26)")
+    p.add_argument("--quick", action="store_true", help=f"ops {','.join(QUICK_OPS)}, N in {QUICK_NS}, providers {','.join(QUICK_PROVIDERS)}")
+    p.add_argument("--small-batch", action="store_true", help="also time M in 1,8,64 at N 4096,8192, plain and in a CUDA graph")
+    p.add_argument("--out", type=Path, default=Path("benchmarks/results"), help="output directory")
+    p.add_argument("--name", default="bench", help="file name stem of the outputs")
+    p.add_argument("--keep-cache", action="store_true", help="use the usual rblock/Triton caches (first calls may skip tuning)")
+    return p
+
+
+def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
+    args = parser().parse_args(argv)
+    if args.total < 1:
+        parser().error("--total must be positive")
+    if args.ns and min(args.ns) < 1:
+        parser().error("--ns must be positive")
+    return args
+
+
+def sweep_of(args: argparse.Namespace) -> Sweep:
+    """The sweep the flags ask for: explicit lists win over --quick, which wins over the defaults."""
+    ops = args.ops or (QUICK_OPS if args.quick else prov.OPS)
+    ns = sorted(set(args.ns or (QUICK_NS if args.quick else DEFAULT_NS)))
+    providers = args.providers or (QUICK_PROVIDERS if args.quick else DEFAULT_PROVIDERS)
+    return Sweep(tuple(dict.fromkeys(ops)), tuple(ns), tuple(dict.fromkeys(providers)), args.dtype, args.total, args.small_batch)
+
+
+def max_rel_error(out: object, refs: tuple[torch.Tensor, ...]) -> float:
+    """max |out - ref| / max |ref| over the outputs; inf on a shape mismatch or a non-finite output."""
+    outs = out if isinstance(out, (tuple, list)) else (out,)
+    if len(outs) != len(refs):
+        return math.inf
+    worst = 0.0
+    for o, r in zip(outs, refs):
+        if not isinstance(o, torch.Tensor) or o.shape != r.shape:
+            return math.inf
+        if r.numel() == 0:
+            continue
+        o = o.double()
+        if not torch.isfinite(o).all():
+            return math.inf
+        worst = max(worst, (o - r).abs().max().item() / max(r.abs().max().item(), 1e-30))
+    return worst
+
+
+def _bench_ms(fn: Callable[[], object]) -> float:
+    from triton.testing import do_bench
+
+    return do_bench(fn, warmup=25, rep=100, return_mode="median")
+
+
+def bandwidths() -> tuple[float, float]:
+    """(copy GB/s, read GB/s): a device-to-device copy and a torch.sum of 2^28 bf16 elements."""
+    src = torch.randn(BANDWIDTH_NUMEL, dtype=torch.bfloat16, device="cuda")
+    dst = torch.empty_like(src)
+    nbytes = src.numel() * src.element_size()
+    copy_GBps = 2 * nbytes / _bench_ms(lambda: dst.copy_(src)) / 1e6
+    read_GBps = nbytes / _bench_ms(lambda: torch.sum(src)) / 1e6
+    return copy_GBps, read_GBps
+
+
+@dataclass
+class Point:
+    op: str
+    m: int
+    n: int
+    dtype: str
+    inputs: list[torch.Tensor]
+    refs: tuple[torch.Tensor, ...]
+    nbytes: int  # each input read once, each output written once (in the input dtype)
+
+
+def make_point(op: str, m: int, n: int, dtype: str) -> Point:
+    torch.manual_seed(0)
+    inputs = prov.make_inputs(op, m, n, DTYPES[dtype], "cuda")
+    refs = prov.reference(op, inputs)
+    nbytes = sum(t.numel() * t.element_size() for t in inputs) + sum(r.numel() for r in refs) * inputs[0].element_size()
+    return Point(op, m, n, dtype, inputs, refs, nbytes)
+
+
+def _base_row(op: str, m: int, n: int, dtype: str, provider: str) -> dict:
+    return {"op": op, "M": m, "N": n, "dtype": dtype, "provider": provider} | dict.fromkeys(
+        ("median_us", "GBps", "pct_of_copy", "first_call_s")
+    ) | {"correct": False}
+
+
+def _graphed(fn: Callable[[], object]) -> tuple[Callable[[], object], object]:
+    """Capture one call of fn (already warm) in a CUDA graph: (replay, the graph's output)."""
+    side = torch.cuda.Stream()
+    side.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(side):
+        for _ in range(3):
+            fn()
+    torch.cuda.current_stream().wait_stream(side)
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        out = fn()
+    return graph.replay, out
+
+
+def measure(point: Point, provider: prov.Provider, copy_GBps: float, graph: bool = False) -> dict | None:
+    """One row: first call, correctness against the fp64 reference, median time. None when the provider lacks the op."""
+    row = _base_row(point.op, point.m, point.n, point.dtype, provider.name + ("_graph" if graph else ""))
+    if provider.note:
+        row["note"] = provider.note
+    try:
+        with provider.scope():
+            fn = provider.build(point.op, point.inputs)
+            if fn is None:
+                return None
+            torch.cuda.synchronize()
+            start = time.perf_counter()
+            out = fn()
+            torch.cuda.synchronize()
+            if graph:
+                fn, out = _graphed(fn)
+                fn()
+                torch.cuda.synchronize()
+            else:
+                row["first_call_s"] = time.perf_counter() - start
+            err = max_rel_error(out, point.refs)
+            del out
+            row["max_rel_err"] = err
+            row["correct"] = err <= TOLERANCE[point.dtype]
+            ms = _bench_ms(fn)
+    except Exception as e:  # noqa: BLE001 -- one failing point must not end the sweep
+        row["correct"] = False
+        row["error"] = f"{type(e).__name__}: {e}"[:500]
+        return row
+    row["median_us"] = ms * 1e3
+    row["GBps"] = point.nbytes / ms / 1e6
+    row["pct_of_copy"] = 100 * row["GBps"] / copy_GBps
+    return row
+
+
+def _free() -> None:
+    gc.collect()
+    torch.cuda.empty_cache()
+
+
+def _log_row(r: dict) -> None:
+    status = "error" if r.get("error") else ("ok" if r["correct"] else "WRONG")
+    us = "-" if r["median_us"] is None else f"{r['median_us']:.1f} us"
+    gbps = "-" if r["GBps"] is None else f"{r['GBps']:.0f} GB/s"
+    print(f"  {r['op']:<18} N={r['N']:<7} M={r['M']:<6} {r['provider']:<30} {us:>12} {gbps:>11}  {status}", flush=True)
+
+
+def run_points(
+    ops: tuple[str, ...],
+    shapes: list[tuple[int, int]],
+    dtype: str,
+    providers: list[prov.Provider],
+    copy_GBps: float,
+    graphs: bool,
+    save: Callable[[list[dict]], None],
+    extra: dict | None = None,
+) -> list[dict]:
+    """Rows for every (op, shape, provider), plus a CUDA-graph replay of each when `graphs`; `extra` keys are
+    added to every row; `save(rows so far)` runs after each shape."""
+    rows: list[dict] = []
+    lacking: set[tuple[str, str]] = set()
+    for op in ops:
+        for m, n in shapes:
+            try:
+                point = make_point(op, m, n, dtype)
+            except Exception as e:  # noqa: BLE001 -- e.g. out of memory for the fp64 reference
+                error = f"{type(e).__name__}: {e}"[:500]
+                rows += [{**_base_row(op, m, n, dtype, p.name), "error": error, **(extra or {})} for p in providers]
+                _free()
+                continue
+            for provider in providers:
+                for graph in (False, True) if graphs else (False,):
+                    row = measure(point, provider, copy_GBps, graph)
+                    _free()
+                    if row is None:
+                        if (provider.name, op) not in lacking:
+                            print(f"  note: {provider.name} has no {op}", flush=True)
+                        lacking.add((provider.name, op))
+                        continue
+                    rows.append({**row, **(extra or {})})
+                    _log_row(row)
+            del point
+            _free()
+            save(rows)
+    return rows
+
+
+@contextlib.contextmanager
+def _env(values: dict[str, str]) -> Iterator[None]:
+    old = {k: os.environ.get(k) for k in values}
+    os.environ.update(values)
+    try:
+        yield
+    finally:
+        for k, v in old.items():
+            if v is None:
+                os.environ.pop(k, None)
+            else:
+                os.environ[k] = v
+
+
+def _run(args: argparse.Namespace, sweep: Sweep) -> int:
+    import triton
+
+    import rblock
+
+    providers, notes = prov.resolve(list(sweep.providers))
+    for note in notes:
+        print(f"note: {note}", flush=True)
+    out_dir: Path = args.out
+    out_dir.mkdir(parents=True, exist_ok=True)
+    meta = {"device": torch.cuda.get_device_name(), "torch": torch.__version__, "triton": triton.__version__, "rblock": rblock.__version__}
+    print(f"{meta['device']}: torch {meta['torch']}, triton {meta['triton']}, rblock {meta['rblock']}, {sweep.dtype}", flush=True)
+    with torch.no_grad():
+        meta["copy_GBps"], meta["read_GBps"] = bandwidths()
+        _free()
+        print(f"copy {meta['copy_GBps']:.0f} GB/s, read {meta['read_GBps']:.0f} GB/s", flush=True)
+
+        done: list[dict] = []
+
+        def save(rows: list[dict]) -> None:
+            # after every shape, so an interrupted sweep still leaves its results
+            report.write_json(out_dir / f"{args.name}.json", meta, done + rows)
+
+        shapes = [(max(1, sweep.total // n), n) for n in sweep.ns]
+        done += run_points(sweep.ops, shapes, sweep.dtype, providers, meta["copy_GBps"], False, save)
+        if sweep.small_batch:
+            small, small_notes = prov.resolve(list(SMALL_BATCH["providers"]))
+            for note in small_notes:
+                print(f"note: {note}", flush=True)
+            shapes = [(m, n) for n in SMALL_BATCH["ns"] for m in SMALL_BATCH["ms"]]
+            done += run_points(SMALL_BATCH["ops"], shapes, sweep.dtype, small, meta["copy_GBps"], True, save, {"small_batch": True})
+    rows = report.add_speedups(done)
+    print(report.table_text(rows, meta["copy_GBps"], meta["read_GBps"]), flush=True)
+    for r in rows:
+        if r.get("error"):
+            print(f"error: {r['op']} M={r['M']} N={r['N']} {r['provider']}: {r['error']}", file=sys.stderr)
+    paths = [report.write_json(out_dir / f"{args.name}.json", meta, rows), report.write_csv(out_dir / f"{args.name}.csv", rows)]
+    paths += report.write_plots(out_dir, args.name, rows, meta["copy_GBps"], meta["read_GBps"])
+    print("wrote " + ", ".join(str(p) for p in paths), flush=True)
+    return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Entry point of `rblock bench` and `python -m rblock.bench`; 2 without a CUDA GPU."""
+    args = parse_args(argv)
+    sweep = sweep_of(args)
+    if not torch.cuda.is_available():
+        print(NO_GPU, file=sys.stderr)
+        return 2
+    with contextlib.ExitStack() as stack:
+        if not args.keep_cache:
+            # fresh caches, so rblock's first calls include code generation, compilation and tuning
+            tmp = stack.enter_context(tempfile.TemporaryDirectory(prefix="rblock-bench-"))
+            stack.enter_context(_env({"RBLOCK_CACHE_DIR": tmp, "TRITON_CACHE_DIR": os.path.join(tmp, "triton")}))
+        return _run(args, sweep)

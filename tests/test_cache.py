@@ -1,0 +1,64 @@
+"""The tuning cache: round trip, concurrent writers, corrupt entries."""
+
+from __future__ import annotations
+
+import multiprocessing
+import warnings
+
+import pytest
+
+from rblock.plan import Config
+from rblock.runtime import cache
+
+KEY = cache.TuneKey(graph="kernel k x=[-1] r=[4096]", xnumel_bucket=2048, strategy="auto", device="d", capability="9.0")
+CFG = Config("persistent_rblock", 1, 4096, 8, no_rblock_scaling=True)
+
+
+@pytest.fixture(autouse=True)
+def _cache_dir(tmp_path, monkeypatch):
+    monkeypatch.setenv("RBLOCK_CACHE_DIR", str(tmp_path))
+
+
+def test_round_trip():
+    assert cache.lookup(KEY) is None
+    cache.store(KEY, CFG, [{"config": str(CFG), "median_us": 1.0}])
+    cfg, data = cache.lookup(KEY)
+    assert cfg == CFG and data["timings"][0]["median_us"] == 1.0
+
+
+def test_keys_differ_by_every_field():
+    other = cache.TuneKey(graph=KEY.graph, xnumel_bucket=4096, strategy="auto", device="d", capability="9.0")
+    cache.store(KEY, CFG, [])
+    assert cache.lookup(other) is None
+
+
+def _writer(path: str, i: int) -> None:
+    import os
+
+    os.environ["RBLOCK_CACHE_DIR"] = path
+    for _ in range(50):
+        cache.store(KEY, Config("looped", 1, 1 << (i % 8), 4), [])
+
+
+def test_concurrent_writers_leave_a_valid_entry(tmp_path):
+    ctx = multiprocessing.get_context("spawn")
+    procs = [ctx.Process(target=_writer, args=(str(tmp_path), i)) for i in range(4)]
+    for p in procs:
+        p.start()
+    for p in procs:
+        p.join()
+        assert p.exitcode == 0
+    cfg, _ = cache.lookup(KEY)
+    assert cfg.kind == "looped"
+    assert not list((tmp_path / "tuning").glob("*.tmp"))
+
+
+def test_corrupt_entry_is_ignored_with_a_warning():
+    cache.store(KEY, CFG, [])
+    cache._path(KEY).write_text("{not json")
+    with pytest.warns(UserWarning, match="ignoring unreadable tuning cache entry"):
+        assert cache.lookup(KEY) is None
+    cache.store(KEY, CFG, [])
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        assert cache.lookup(KEY)[0] == CFG

@@ -1,0 +1,110 @@
+"""Analysis numbers and the planner's rules, on graphs traced from the ops (no kernel runs)."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+import rblock
+from rblock.analysis import Hint, analyze
+from rblock.compiler import recording
+from rblock.ir.passes import dead_code, simplify_dims
+from rblock.ir.verify import verify
+from rblock.ops.registry import OPS
+from rblock.plan import DEFAULT, Heuristics, plan
+from rblock.trace import trace
+
+
+def planned(op: str, m: int, n: int, dim: int = -1, strategy: str = "auto"):
+    """The Compiled entries an op builds for (m, n) bf16, without launching anything."""
+    inputs = OPS[op].make_inputs(m, n, torch.bfloat16, "cpu")
+    with rblock.settings(strategy=strategy), recording(launch=False) as log:
+        OPS[op].run(inputs, dim)
+    return log
+
+
+def graph_of(fn, *args):
+    lowered, _ = trace("t", fn, args, {})
+    return verify(dead_code(simplify_dims(verify(lowered.graph))))
+
+
+def test_rms_norm_looped_reads_the_row_twice():
+    f = planned("rms_norm", 2048, 32768)[0].features
+    assert f.persistent_bytes == 2 * 2048 * 32768 * 2 + 32768 * 2
+    assert f.saved_bytes_ratio == pytest.approx(1.5, abs=1e-3)
+    assert f.hint == Hint.INNER and f.mem_ops_per_thread == 3 and f.loads_and_reductions == 3
+
+
+def test_column_sum_is_outer():
+    (c,) = planned("sum", 4096, 4096, dim=0)
+    assert c.features.hint == Hint.OUTER
+    assert c.features.score_x > 0 and c.features.r_coalesce_ratio < 1
+
+
+def test_short_rows_are_persistent_with_several_rows_per_program():
+    (c,) = planned("rms_norm", 2048, 1024)
+    assert c.plan.strategy == "persistent"
+    (s,) = planned("softmax", 4096, 256)
+    assert s.plan.candidates[0].config.XBLOCK > 1
+
+
+def test_seed_candidate_for_rms_norm_32k():
+    (c,) = planned("rms_norm", 2048, 32768)
+    assert c.plan.strategy == "looped"
+    seeds = [x.config for x in c.plan.candidates if x.config.kind == "persistent_rblock"]
+    assert len(seeds) == 1
+    assert (seeds[0].RBLOCK, seeds[0].XBLOCK, seeds[0].no_rblock_scaling) == (32768, 1, True)
+
+
+def test_no_seed_candidate_beyond_32k():
+    (c,) = planned("rms_norm", 64, 65536)
+    assert all(x.config.kind != "persistent_rblock" for x in c.plan.candidates)
+
+
+@pytest.mark.parametrize(("rnumel", "expected"), [(2048, False), (2049, True), (4096, True), (32768, True), (32769, False)])
+def test_seed_rnumel_boundaries(rnumel: int, expected: bool):
+    f = analyze(graph_of(lambda x: x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True)), torch.randn(4, rnumel)), DEFAULT)
+    kinds = [c.config.kind for c in plan(f, DEFAULT).candidates]
+    assert ("persistent_rblock" in kinds) == expected
+
+
+def _many_loads(*ts):
+    acc = ts[0]
+    for t in ts[1:]:
+        acc = acc + t
+    return acc * torch.rsqrt(acc.pow(2).mean(-1, keepdim=True))
+
+
+@pytest.mark.parametrize(("loads", "expected"), [(7, True), (8, False)])
+def test_seed_needs_few_loads_and_reductions(loads: int, expected: bool):
+    g = graph_of(_many_loads, *[torch.randn(4, 4096) for _ in range(loads)])
+    f = analyze(g, DEFAULT)
+    assert f.loads_and_reductions == loads + 1
+    kinds = [c.config.kind for c in plan(f, DEFAULT).candidates]
+    assert ("persistent_rblock" in kinds) == expected
+
+
+def test_thresholds_are_overridable():
+    f = analyze(graph_of(lambda x: x.sum(-1), torch.randn(4, 2048)), DEFAULT)
+    assert plan(f, DEFAULT).strategy == "looped"
+    assert plan(f, Heuristics(persistent_rnumel_inner=4096)).strategy == "persistent"
+
+
+def test_register_intensive_halves_max_r0_block():
+    g = graph_of(_many_loads, *[torch.randn(1024, 8192) for _ in range(9)])
+    p = plan(analyze(g, DEFAULT), DEFAULT)
+    assert p.register_intensive
+    assert max(c.config.RBLOCK for c in p.candidates if c.config.kind == "looped") == DEFAULT.max_r0_block_register_intensive
+
+
+def test_forced_strategies_restrict_candidates():
+    (p,) = planned("softmax", 8, 3000, strategy="persistent")
+    assert {c.config.kind for c in p.plan.candidates} == {"persistent"}
+    (q,) = planned("softmax", 8, 300, strategy="looped")
+    assert {c.config.kind for c in q.plan.candidates} == {"looped"}
+
+
+def test_every_candidate_has_a_reason():
+    for op in ("rms_norm", "softmax", "cross_entropy", "var"):
+        for c in planned(op, 64, 5000):
+            assert all(cand.reason for cand in c.plan.candidates)
