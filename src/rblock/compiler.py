@@ -53,8 +53,10 @@ class Compiled:
     def run(self, tensors: list[torch.Tensor], launch: bool = True):
         dev = tensors[0].device if tensors else device.kernel_device()
         outs = [torch.empty_strided(shape, stride, dtype=dt, device=dev) for shape, stride, dt in self.outputs]
-        if launch and all(o.numel() > 0 for o in outs):
+        if launch and self.graph.xnumel and all(o.numel() for o in outs):
             launch_kernel(self.kernel, self.spec, [tensors[i] for i in self.input_order] + outs, self.graph.xnumel)
+        if self.out_spec.is_leaf():
+            return outs[0]
         return pytree.tree_unflatten(outs, self.out_spec)
 
 
@@ -122,14 +124,21 @@ def _tuned(g, p: Plan, lowered, tensors, h: Heuristics, strategy: str):
     return cfg, tuple(trials), False
 
 
-def _signature(leaves: list) -> tuple:
-    sig = []
-    for v in leaves:
-        if isinstance(v, torch.Tensor):
-            sig.append((tuple(v.shape), v.stride(), v.dtype, v.device.type))
-        else:
-            sig.append(v if isinstance(v, (int, float, bool, str, type(None), torch.dtype)) else repr(v))
-    return tuple(sig)
+def _flatten(obj: object, leaves: list, sig: list) -> None:
+    """Tensors and scalars of a call's arguments, in order, and a hashable key of everything but tensor data."""
+    if isinstance(obj, torch.Tensor):
+        leaves.append(obj)
+        sig.append((obj.shape, obj.stride(), obj.dtype, obj.device.type))
+    elif isinstance(obj, (tuple, list)):
+        sig.append((type(obj), len(obj)))
+        for o in obj:
+            _flatten(o, leaves, sig)
+    elif isinstance(obj, dict):
+        sig.append(tuple(obj))
+        for o in obj.values():
+            _flatten(o, leaves, sig)
+    else:
+        sig.append(obj if isinstance(obj, (int, float, bool, str, type(None), torch.dtype)) else repr(obj))
 
 
 # While `recording()` is active, compiled calls report what they ran (and, if asked, skip the launch).
@@ -157,9 +166,11 @@ class CompiledFunction:
     _lock: threading.Lock = field(default_factory=threading.Lock)
 
     def __call__(self, *args, **kwargs):
-        leaves, _ = pytree.tree_flatten((args, kwargs))
+        tensors: list[torch.Tensor] = []
+        sig: list = []
+        _flatten((args, kwargs), tensors, sig)
         s = settings_mod.current()
-        key = (_signature(leaves), s)
+        key = (tuple(sig), s)
         entry = self._entries.get(key)
         if entry is None:
             with self._lock:
@@ -168,17 +179,16 @@ class CompiledFunction:
         rec = _recording.get()
         if rec is not None:
             rec[0].append(entry)
-            if not rec[1]:
-                return entry.run([v for v in leaves if isinstance(v, torch.Tensor)], launch=False)
-        return entry.run([v for v in leaves if isinstance(v, torch.Tensor)])
+            return entry.run(tensors, launch=rec[1])
+        return entry.run(tensors)
 
     def compiled_for(self, *args, **kwargs) -> Compiled:
         """The compiled kernel (graph, plan, config, source) that a call with these arguments runs."""
-        leaves, _ = pytree.tree_flatten((args, kwargs))
-        s = settings_mod.current()
-        key = (_signature(leaves), s)
+        sig: list = []
+        _flatten((args, kwargs), [], sig)
+        key = (tuple(sig), settings_mod.current())
         if key not in self._entries:
-            self._entries[key] = build(self.name, self.fn, args, kwargs, s)
+            self._entries[key] = build(self.name, self.fn, args, kwargs, key[1])
         return self._entries[key]
 
 

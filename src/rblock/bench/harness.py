@@ -19,73 +19,11 @@ import torch
 
 from rblock.bench import providers as prov
 from rblock.bench import report
+from rblock.bench.args import DTYPES, SMALL_BATCH, Sweep, parse_args, sweep_of
 
-DTYPES = {"bf16": torch.bfloat16, "fp16": torch.float16, "fp32": torch.float32}
 TOLERANCE = {"bf16": 3e-2, "fp16": 5e-3, "fp32": 1e-4}  # max |out - ref| / max |ref|
-DEFAULT_NS = tuple(sorted({2**k for k in range(10, 19)} | {3000, 5120, 6144, 12288, 24576, 50257, 151936}))
-DEFAULT_PROVIDERS = prov.PROVIDERS
-QUICK_OPS = ("rms_norm", "softmax", "cross_entropy", "layer_norm")
-QUICK_NS = (4096, 32768, 131072)
-QUICK_PROVIDERS = ("rblock", "rblock_looped_only", "eager", "compile")
-SMALL_BATCH = {"ops": ("rms_norm", "softmax"), "ms": (1, 8, 64), "ns": (4096, 8192), "providers": ("rblock", "compile")}
 BANDWIDTH_NUMEL = 1 << 28
 NO_GPU = "rblock bench needs a CUDA GPU (none found)"
-
-
-@dataclass(frozen=True)
-class Sweep:
-    ops: tuple[str, ...]
-    ns: tuple[int, ...]
-    providers: tuple[str, ...]
-    dtype: str
-    total: int
-    small_batch: bool
-
-
-def _listed(kind: Callable[[str], object], allowed: tuple[str, ...] | None = None) -> Callable[[str], list]:
-    def parse(text: str) -> list:
-        try:
-            values = [kind(v.strip()) for v in text.split(",") if v.strip()]
-        except ValueError:
-            raise argparse.ArgumentTypeError(f"expected a comma-separated list, got {text!r}") from None
-        bad = [v for v in values if allowed is not None and v not in allowed]
-        if not values or bad:
-            raise argparse.ArgumentTypeError(f"expected some of {', '.join(allowed or ())}, got {text!r}")
-        return values
-
-    return parse
-
-
-def parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="rblock bench", description=__doc__)
-    p.add_argument("--ops", type=_listed(str, prov.OPS), help=f"comma-separated subset of {','.join(prov.OPS)}")
-    p.add_argument("--ns", type=_listed(int), help="comma-separated row lengths N (default 1024..262144 and model sizes)")
-    p.add_argument("--providers", type=_listed(str, prov.PROVIDERS), help=f"comma-separated subset of {','.join(prov.PROVIDERS)}")
-    p.add_argument("--dtype", choices=sorted(DTYPES), default="bf16")
-    p.add_argument("--total", type=int, default=1 << 26, help="elements per input: M = total // N (default 2^26)")
-    p.add_argument("--quick", action="store_true", help=f"ops {','.join(QUICK_OPS)}, N in {QUICK_NS}, providers {','.join(QUICK_PROVIDERS)}")
-    p.add_argument("--small-batch", action="store_true", help="also time M in 1,8,64 at N 4096,8192, plain and in a CUDA graph")
-    p.add_argument("--out", type=Path, default=Path("benchmarks/results"), help="output directory")
-    p.add_argument("--name", default="bench", help="file name stem of the outputs")
-    p.add_argument("--keep-cache", action="store_true", help="use the usual rblock/Triton caches (first calls may skip tuning)")
-    return p
-
-
-def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
-    args = parser().parse_args(argv)
-    if args.total < 1:
-        parser().error("--total must be positive")
-    if args.ns and min(args.ns) < 1:
-        parser().error("--ns must be positive")
-    return args
-
-
-def sweep_of(args: argparse.Namespace) -> Sweep:
-    """The sweep the flags ask for: explicit lists win over --quick, which wins over the defaults."""
-    ops = args.ops or (QUICK_OPS if args.quick else prov.OPS)
-    ns = sorted(set(args.ns or (QUICK_NS if args.quick else DEFAULT_NS)))
-    providers = args.providers or (QUICK_PROVIDERS if args.quick else DEFAULT_PROVIDERS)
-    return Sweep(tuple(dict.fromkeys(ops)), tuple(ns), tuple(dict.fromkeys(providers)), args.dtype, args.total, args.small_batch)
 
 
 def max_rel_error(out: object, refs: tuple[torch.Tensor, ...]) -> float:
@@ -142,9 +80,11 @@ def make_point(op: str, m: int, n: int, dtype: str) -> Point:
 
 
 def _base_row(op: str, m: int, n: int, dtype: str, provider: str) -> dict:
-    return {"op": op, "M": m, "N": n, "dtype": dtype, "provider": provider} | dict.fromkeys(
-        ("median_us", "GBps", "pct_of_copy", "first_call_s")
-    ) | {"correct": False}
+    return (
+        {"op": op, "M": m, "N": n, "dtype": dtype, "provider": provider}
+        | dict.fromkeys(("median_us", "GBps", "pct_of_copy", "first_call_s"))
+        | {"correct": False}
+    )
 
 
 def _graphed(fn: Callable[[], object]) -> tuple[Callable[[], object], object]:
@@ -272,8 +212,16 @@ def _run(args: argparse.Namespace, sweep: Sweep) -> int:
         print(f"note: {note}", flush=True)
     out_dir: Path = args.out
     out_dir.mkdir(parents=True, exist_ok=True)
-    meta = {"device": torch.cuda.get_device_name(), "torch": torch.__version__, "triton": triton.__version__, "rblock": rblock.__version__}
-    print(f"{meta['device']}: torch {meta['torch']}, triton {meta['triton']}, rblock {meta['rblock']}, {sweep.dtype}", flush=True)
+    meta = {
+        "device": torch.cuda.get_device_name(),
+        "torch": torch.__version__,
+        "triton": triton.__version__,
+        "rblock": rblock.__version__,
+    }
+    print(
+        f"{meta['device']}: torch {meta['torch']}, triton {meta['triton']}, rblock {meta['rblock']}, {sweep.dtype}",
+        flush=True,
+    )
     with torch.no_grad():
         meta["copy_GBps"], meta["read_GBps"] = bandwidths()
         _free()
@@ -292,13 +240,18 @@ def _run(args: argparse.Namespace, sweep: Sweep) -> int:
             for note in small_notes:
                 print(f"note: {note}", flush=True)
             shapes = [(m, n) for n in SMALL_BATCH["ns"] for m in SMALL_BATCH["ms"]]
-            done += run_points(SMALL_BATCH["ops"], shapes, sweep.dtype, small, meta["copy_GBps"], True, save, {"small_batch": True})
+            done += run_points(
+                SMALL_BATCH["ops"], shapes, sweep.dtype, small, meta["copy_GBps"], True, save, {"small_batch": True}
+            )
     rows = report.add_speedups(done)
     print(report.table_text(rows, meta["copy_GBps"], meta["read_GBps"]), flush=True)
     for r in rows:
         if r.get("error"):
             print(f"error: {r['op']} M={r['M']} N={r['N']} {r['provider']}: {r['error']}", file=sys.stderr)
-    paths = [report.write_json(out_dir / f"{args.name}.json", meta, rows), report.write_csv(out_dir / f"{args.name}.csv", rows)]
+    paths = [
+        report.write_json(out_dir / f"{args.name}.json", meta, rows),
+        report.write_csv(out_dir / f"{args.name}.csv", rows),
+    ]
     paths += report.write_plots(out_dir, args.name, rows, meta["copy_GBps"], meta["read_GBps"])
     print("wrote " + ", ".join(str(p) for p in paths), flush=True)
     return 0

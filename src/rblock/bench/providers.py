@@ -16,7 +16,17 @@ import torch.nn.functional as F
 import rblock
 from rblock.bench import inductor
 
-OPS = ("rms_norm", "layer_norm", "softmax", "log_softmax", "cross_entropy", "fused_add_rms_norm", "sum", "var", "sum_dim0")
+OPS = (
+    "rms_norm",
+    "layer_norm",
+    "softmax",
+    "log_softmax",
+    "cross_entropy",
+    "fused_add_rms_norm",
+    "sum",
+    "var",
+    "sum_dim0",
+)
 PROVIDERS = (
     "rblock",
     "rblock_looped_only",
@@ -236,7 +246,9 @@ def resolve(names: list[str]) -> tuple[list[Provider], list[str]]:
         elif name == "compile_no_persistent_rblock":
             mechanism = inductor.no_persistent_rblock()
             if mechanism is None:
-                notes.append(f"{name}: skipped, torch {torch.__version__} offers no known way to drop the persistent-RBLOCK candidate")
+                notes.append(
+                    f"{name}: skipped, torch {torch.__version__} offers no known way to drop the persistent-RBLOCK candidate"
+                )
                 continue
             scope = mechanism.scope
 
@@ -245,7 +257,9 @@ def resolve(names: list[str]) -> tuple[list[Provider], list[str]]:
                 with inductor.fresh_compile(), scope():
                     yield
 
-            available.append(Provider(name, _compiled(None), no_persistent, f"candidate off via {mechanism.description}"))
+            available.append(
+                Provider(name, _compiled(None), no_persistent, f"candidate off via {mechanism.description}")
+            )
             notes.append(f"{name}: {mechanism.description}")
         elif name == "liger":
             if importlib.util.find_spec("liger_kernel") is None:

@@ -76,7 +76,10 @@ def table_text(rows: list[dict], copy_GBps: float, read_GBps: float, use_rich: b
             return console.file.getvalue()
     cells = [list(COLUMNS)] + [_cells(r) for r in rows]
     widths = [max(len(row[i]) for row in cells) for i in range(len(COLUMNS))]
-    lines = [title] + ["  ".join(c.ljust(w) if i in (0, 3) else c.rjust(w) for i, (c, w) in enumerate(zip(row, widths))) for row in cells]
+    lines = [title] + [
+        "  ".join(c.ljust(w) if i in (0, 3) else c.rjust(w) for i, (c, w) in enumerate(zip(row, widths)))
+        for row in cells
+    ]
     lines.insert(2, "  ".join("-" * w for w in widths))
     return "\n".join(lines) + "\n"
 
@@ -115,9 +118,13 @@ def write_plots(out_dir: Path, name: str, rows: list[dict], copy_GBps: float, re
         op_rows = [r for r in sweep if r["op"] == op]
         fig, ax = plt.subplots(figsize=(9, 5.5))
         for provider in dict.fromkeys(r["provider"] for r in op_rows):
-            points = sorted((r["N"], r["GBps"]) for r in op_rows if r["provider"] == provider and r.get("correct") and r.get("GBps"))
+            points = sorted(
+                (r["N"], r["GBps"]) for r in op_rows if r["provider"] == provider and r.get("correct") and r.get("GBps")
+            )
             if points:
-                ax.plot(*zip(*points), marker="o", markersize=3, label=provider, linewidth=2 if is_rblock(provider) else 1.2)
+                ax.plot(
+                    *zip(*points), marker="o", markersize=3, label=provider, linewidth=2 if is_rblock(provider) else 1.2
+                )
         ax.axhline(copy_GBps, linestyle="--", color="gray", label=f"copy {copy_GBps:.0f} GB/s")
         ax.axhline(read_GBps, linestyle=":", color="gray", label=f"read {read_GBps:.0f} GB/s")
         ns = sorted({r["N"] for r in op_rows})
