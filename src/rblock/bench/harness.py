@@ -8,8 +8,10 @@ import contextlib
 import gc
 import math
 import os
+import signal
 import sys
 import tempfile
+import threading
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
@@ -80,10 +82,8 @@ def make_point(op: str, m: int, n: int, dtype: str) -> Point:
 
 
 def _base_row(op: str, m: int, n: int, dtype: str, provider: str) -> dict:
-    return (
-        {"op": op, "M": m, "N": n, "dtype": dtype, "provider": provider}
-        | dict.fromkeys(("median_us", "GBps", "pct_of_copy", "first_call_s"))
-        | {"correct": False}
+    return {"op": op, "M": m, "N": n, "dtype": dtype, "provider": provider} | dict.fromkeys(
+        ("median_us", "GBps", "pct_of_copy", "correct", "first_call_s")
     )
 
 
@@ -104,6 +104,7 @@ def _graphed(fn: Callable[[], object]) -> tuple[Callable[[], object], object]:
 def measure(point: Point, provider: prov.Provider, copy_GBps: float, graph: bool = False) -> dict | None:
     """One row: first call, correctness against the fp64 reference, median time. None when the provider lacks the op."""
     row = _base_row(point.op, point.m, point.n, point.dtype, provider.name + ("_graph" if graph else ""))
+    row["correct"] = False
     if provider.note:
         row["note"] = provider.note
     try:
@@ -127,7 +128,6 @@ def measure(point: Point, provider: prov.Provider, copy_GBps: float, graph: bool
             row["correct"] = err <= TOLERANCE[point.dtype]
             ms = _bench_ms(fn)
     except Exception as e:  # noqa: BLE001 -- one failing point must not end the sweep
-        row["correct"] = False
         row["error"] = f"{type(e).__name__}: {e}"[:500]
         return row
     row["median_us"] = ms * 1e3
@@ -155,12 +155,12 @@ def run_points(
     providers: list[prov.Provider],
     copy_GBps: float,
     graphs: bool,
-    save: Callable[[list[dict]], None],
+    rows: list[dict],
+    save: Callable[[], None],
     extra: dict | None = None,
-) -> list[dict]:
-    """Rows for every (op, shape, provider), plus a CUDA-graph replay of each when `graphs`; `extra` keys are
-    added to every row; `save(rows so far)` runs after each shape."""
-    rows: list[dict] = []
+) -> None:
+    """Append a row for every (op, shape, provider) to `rows`, plus a CUDA-graph replay of each when `graphs`;
+    `extra` keys are added to every row; `save()` runs after each shape."""
     lacking: set[tuple[str, str]] = set()
     for op in ops:
         for m, n in shapes:
@@ -168,7 +168,10 @@ def run_points(
                 point = make_point(op, m, n, dtype)
             except Exception as e:  # noqa: BLE001 -- e.g. out of memory for the fp64 reference
                 error = f"{type(e).__name__}: {e}"[:500]
-                rows += [{**_base_row(op, m, n, dtype, p.name), "error": error, **(extra or {})} for p in providers]
+                rows += [
+                    {**_base_row(op, m, n, dtype, p.name), "correct": False, "error": error, **(extra or {})}
+                    for p in providers
+                ]
                 _free()
                 continue
             for provider in providers:
@@ -184,8 +187,7 @@ def run_points(
                     _log_row(row)
             del point
             _free()
-            save(rows)
-    return rows
+            save()
 
 
 @contextlib.contextmanager
@@ -222,27 +224,33 @@ def _run(args: argparse.Namespace, sweep: Sweep) -> int:
         f"{meta['device']}: torch {meta['torch']}, triton {meta['triton']}, rblock {meta['rblock']}, {sweep.dtype}",
         flush=True,
     )
-    with torch.no_grad():
-        meta["copy_GBps"], meta["read_GBps"] = bandwidths()
-        _free()
-        print(f"copy {meta['copy_GBps']:.0f} GB/s, read {meta['read_GBps']:.0f} GB/s", flush=True)
+    done: list[dict] = []
 
-        done: list[dict] = []
+    def save() -> None:
+        # after every shape, so an interrupted sweep still leaves its results
+        report.write_json(out_dir / f"{args.name}.json", meta, done)
+        report.write_csv(out_dir / f"{args.name}.csv", done)
 
-        def save(rows: list[dict]) -> None:
-            # after every shape, so an interrupted sweep still leaves its results
-            report.write_json(out_dir / f"{args.name}.json", meta, done + rows)
-
-        shapes = [(max(1, sweep.total // n), n) for n in sweep.ns]
-        done += run_points(sweep.ops, shapes, sweep.dtype, providers, meta["copy_GBps"], False, save)
-        if sweep.small_batch:
-            small, small_notes = prov.resolve(list(SMALL_BATCH["providers"]))
-            for note in small_notes:
-                print(f"note: {note}", flush=True)
-            shapes = [(m, n) for n in SMALL_BATCH["ns"] for m in SMALL_BATCH["ms"]]
-            done += run_points(
-                SMALL_BATCH["ops"], shapes, sweep.dtype, small, meta["copy_GBps"], True, save, {"small_batch": True}
-            )
+    try:
+        with torch.no_grad():
+            meta["copy_GBps"], meta["read_GBps"] = bandwidths()
+            _free()
+            print(f"copy {meta['copy_GBps']:.0f} GB/s, read {meta['read_GBps']:.0f} GB/s", flush=True)
+            shapes = [(max(1, sweep.total // n), n) for n in sweep.ns]
+            run_points(sweep.ops, shapes, sweep.dtype, providers, meta["copy_GBps"], False, done, save)
+            if sweep.small_batch:
+                small, small_notes = prov.resolve(list(SMALL_BATCH["providers"]))
+                for note in small_notes:
+                    print(f"note: {note}", flush=True)
+                shapes = [(m, n) for n in SMALL_BATCH["ns"] for m in SMALL_BATCH["ms"]]
+                extra = {"small_batch": True}
+                run_points(SMALL_BATCH["ops"], shapes, sweep.dtype, small, meta["copy_GBps"], True, done, save, extra)
+        status = 0
+    except KeyboardInterrupt:
+        if "read_GBps" not in meta:
+            raise
+        print("interrupted: reporting the rows measured so far", file=sys.stderr, flush=True)
+        status = 130
     rows = report.add_speedups(done)
     print(report.table_text(rows, meta["copy_GBps"], meta["read_GBps"]), flush=True)
     for r in rows:
@@ -254,17 +262,36 @@ def _run(args: argparse.Namespace, sweep: Sweep) -> int:
     ]
     paths += report.write_plots(out_dir, args.name, rows, meta["copy_GBps"], meta["read_GBps"])
     print("wrote " + ", ".join(str(p) for p in paths), flush=True)
-    return 0
+    return status
+
+
+@contextlib.contextmanager
+def _sigterm_as_interrupt() -> Iterator[None]:
+    """`timeout` and job schedulers send SIGTERM: handle it like Ctrl-C, so the rows so far are still reported."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+
+    def interrupt(signum: int, frame: object) -> None:
+        raise KeyboardInterrupt
+
+    previous = signal.signal(signal.SIGTERM, interrupt)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, previous)
 
 
 def main(argv: list[str] | None = None) -> int:
-    """Entry point of `rblock bench` and `python -m rblock.bench`; 2 without a CUDA GPU."""
+    """Entry point of `rblock bench` and `python -m rblock.bench`: 0 when done, 2 without a CUDA GPU, 130 when
+    interrupted (after reporting what was measured)."""
     args = parse_args(argv)
     sweep = sweep_of(args)
     if not torch.cuda.is_available():
         print(NO_GPU, file=sys.stderr)
         return 2
     with contextlib.ExitStack() as stack:
+        stack.enter_context(_sigterm_as_interrupt())
         if not args.keep_cache:
             # fresh caches, so rblock's first calls include code generation, compilation and tuning
             tmp = stack.enter_context(tempfile.TemporaryDirectory(prefix="rblock-bench-"))

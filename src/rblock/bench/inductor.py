@@ -7,7 +7,7 @@ the first mechanism found wins:
 1. an Inductor config flag whose name mentions `persistent_rblock` (patched to False);
 2. the codegen hook `TritonKernel.add_persistent_rblock` (torch 2.13: a cached_property), forced to False;
 3. the runtime side: `_reduction_configs` is wrapped to never see the key, with in-process compilation so the
-   wrapper is the one that runs.
+   wrapper is the one that runs (torch 2.11 sets the key inline in `codegen_kernel`, so this is its way).
 """
 
 from __future__ import annotations

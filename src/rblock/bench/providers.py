@@ -6,7 +6,7 @@ import contextlib
 import importlib
 import importlib.util
 import inspect
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from contextlib import AbstractContextManager
 from dataclasses import dataclass
 
@@ -228,6 +228,17 @@ def _liger(op: str, inputs: Inputs) -> Call | None:
     return call
 
 
+def _chained(*scopes: Callable[[], AbstractContextManager[None]]) -> Callable[[], AbstractContextManager[None]]:
+    @contextlib.contextmanager
+    def scope() -> Iterator[None]:
+        with contextlib.ExitStack() as stack:
+            for s in scopes:
+                stack.enter_context(s())
+            yield
+
+    return scope
+
+
 def resolve(names: list[str]) -> tuple[list[Provider], list[str]]:
     """The requested providers that can run here, and a note for each one that cannot."""
     available: list[Provider] = []
@@ -250,16 +261,8 @@ def resolve(names: list[str]) -> tuple[list[Provider], list[str]]:
                     f"{name}: skipped, torch {torch.__version__} offers no known way to drop the persistent-RBLOCK candidate"
                 )
                 continue
-            scope = mechanism.scope
-
-            @contextlib.contextmanager
-            def no_persistent(scope=scope):
-                with inductor.fresh_compile(), scope():
-                    yield
-
-            available.append(
-                Provider(name, _compiled(None), no_persistent, f"candidate off via {mechanism.description}")
-            )
+            scope = _chained(inductor.fresh_compile, mechanism.scope)
+            available.append(Provider(name, _compiled(None), scope, f"candidate off via {mechanism.description}"))
             notes.append(f"{name}: {mechanism.description}")
         elif name == "liger":
             if importlib.util.find_spec("liger_kernel") is None:

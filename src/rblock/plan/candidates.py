@@ -52,7 +52,8 @@ def _persistent(f: Features, h: Heuristics, kind: str = "persistent") -> list[Ca
     out = []
     for xblock in dict.fromkeys([xmax, max(xmax // 4, 1)]):
         elems = xblock * rblock
-        for warps in dict.fromkeys([warps_for(h, elems), max(warps_for(h, elems) // 2, 1)]):
+        base = warps_for(h, elems)
+        for warps in dict.fromkeys([base, max(base // 2, 1), min(base * 2, h.max_warps)]):
             why = (
                 f"row of {f.rnumel} fits one tile (RBLOCK {rblock}); {xblock} row(s) per program"
                 f" ({'several rows for short rows' if xblock > 1 else 'one row'}), {warps} warps"

@@ -17,6 +17,7 @@ class Config:
     num_warps: int
     num_stages: int = 1
     no_rblock_scaling: bool = False  # the tuner must not shrink RBLOCK
+    programs_per_sm: int = 0  # 0: a program per XBLOCK rows; k > 0: a grid of k programs per SM looping over rows
 
     def __post_init__(self) -> None:
         for name in ("XBLOCK", "RBLOCK", "num_warps"):
@@ -38,6 +39,7 @@ class Config:
 
     def __str__(self) -> str:
         flags = ", no_rblock_scaling" if self.no_rblock_scaling else ""
+        flags += f", programs_per_sm={self.programs_per_sm}" if self.programs_per_sm else ""
         return (
             f"{self.kind}(XBLOCK={self.XBLOCK}, RBLOCK={self.RBLOCK}, "
             f"num_warps={self.num_warps}, num_stages={self.num_stages}{flags})"

@@ -5,12 +5,16 @@ from __future__ import annotations
 import torch
 
 from rblock.codegen.kernel import KernelSpec
+from rblock.runtime.device import device_properties
 
 
 def launch(kernel, spec: KernelSpec, buffers: list[torch.Tensor], xnumel: int) -> None:
     if xnumel == 0:
         return
-    grid = ((xnumel + spec.XBLOCK - 1) // spec.XBLOCK,)
+    blocks = (xnumel + spec.XBLOCK - 1) // spec.XBLOCK
+    if spec.programs_per_sm:
+        blocks = min(blocks, spec.programs_per_sm * int(device_properties()["sm_count"]))
+    grid = (blocks,)
     kernel[grid](
         *buffers,
         xnumel,
