@@ -20,7 +20,7 @@ from rblock.analysis import Features, analyze
 from rblock.errors import InvalidArgument
 from rblock.codegen.kernel import KernelSpec, generate
 from rblock.ir import KernelGraph
-from rblock.ir.passes import dead_code, simplify_dims
+from rblock.ir.passes import dead_code, reciprocal_row_divisors, simplify_dims
 from rblock.ir.verify import verify
 from rblock.plan import DEFAULT, Config, Heuristics, Plan, plan
 from rblock.plan.candidates import next_pow2
@@ -71,7 +71,10 @@ def header_lines(f: Features, p: Plan, cfg: Config) -> tuple[str, ...]:
 
 def build(name: str, fn, args: tuple, kwargs: dict, s: settings_mod.Settings, h: Heuristics = DEFAULT) -> Compiled:
     lowered, out_spec = trace(name, fn, args, kwargs)
-    g = verify(dead_code(simplify_dims(verify(lowered.graph))))  # trace -> drop size-1 dims, merge -> prune
+    g = verify(lowered.graph)
+    g = verify(simplify_dims(g))  # drop size-1 dims, merge dims every access walks contiguously
+    g = verify(reciprocal_row_divisors(g))  # divide once per row, multiply per element
+    g = verify(dead_code(g))  # drop what no store needs
     features = analyze(g, h)
     p = plan(features, h, s.strategy)
     tensors = [t for t in pytree.tree_leaves((args, kwargs)) if isinstance(t, torch.Tensor)]

@@ -77,6 +77,11 @@ class _Body:
         self.out: list[str] = []
         self.outer: dict[int, str] = {}  # values defined at function scope
         self.local: dict[int, str] = {}  # values defined in the current loop body
+        users = g.users()
+        # casts whose only users are stores of the same type: the store rounds, no need to round twice
+        self.rounded_by_store = {
+            i for i, n in enumerate(g.nodes) if n.op == Op.CAST and users[i] and all(g.nodes[u].op == Op.STORE for u in users[i])
+        }
 
     # ---- structure ---------------------------------------------------------------------------------------
     def lines(self) -> list[str]:
@@ -175,7 +180,7 @@ class _Body:
             self.out.append(self._store(n.attr, ops[0], n.dtype, n.rank))
             return ""
         elif n.op in POINTWISE_OPS:
-            expr = pointwise(n, ops, self.g)
+            expr = ops[0] if i in self.rounded_by_store else pointwise(n, ops, self.g)
             if expr in ops:  # a no-op cast: reuse the operand's name
                 scope[i] = expr
                 return expr

@@ -5,7 +5,7 @@ from __future__ import annotations
 import math
 from dataclasses import replace
 
-from rblock.ir.nodes import Access, KernelGraph, Op
+from rblock.ir.nodes import Access, DType, KernelGraph, Node, Op, Rank
 
 
 def simplify_dims(g: KernelGraph) -> KernelGraph:
@@ -45,3 +45,20 @@ def dead_code(g: KernelGraph) -> KernelGraph:
     new_index = {old: new for new, old in enumerate(sorted(live))}
     nodes = tuple(replace(g.nodes[i], args=tuple(new_index[a] for a in g.nodes[i].args)) for i in sorted(live))
     return replace(g, nodes=nodes)
+
+
+def reciprocal_row_divisors(g: KernelGraph) -> KernelGraph:
+    """x / row -> x * (1 / row): one division per row instead of one per element (at most one extra rounding)."""
+    nodes = list(g.nodes)
+    out: list[Node] = []
+    remap: dict[int, int] = {}
+    for i, n in enumerate(nodes):
+        n = replace(n, args=tuple(remap.get(a, a) for a in n.args))
+        if n.op == Op.DIV and n.rank == Rank.FULL and n.dtype == DType.F32 and out[n.args[1]].rank != Rank.FULL:
+            one = len(out)
+            out.append(Node(Op.CONST, (), DType.F32, Rank.SCALAR, 1.0))
+            out.append(Node(Op.DIV, (one, n.args[1]), DType.F32, out[n.args[1]].rank))
+            n = replace(n, op=Op.MUL, args=(n.args[0], one + 1))
+        remap[i] = len(out)
+        out.append(n)
+    return replace(g, nodes=tuple(out))

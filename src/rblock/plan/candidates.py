@@ -81,8 +81,17 @@ def _looped(f: Features, h: Heuristics, register_intensive: bool) -> list[Candid
     tiny_x = min(next_pow2(tiny_x), 1024)
     tiny_r = min(rp2, max_r)
     tiny = Candidate(Config("looped", tiny_x, tiny_r, warps_for(h, tiny_x * tiny_r)), f"tiny: {tiny_x} rows per program")
+    inner = [contiguous, wider]
+    if max_r < rp2 <= h.seed_max_rnumel and not register_intensive:
+        inner.append(
+            Candidate(
+                Config("looped", 1, rp2, warps_for(h, rp2)),
+                f"one chunk of {rp2} per pass: the second pass re-reads the row while it is still in L2, and no "
+                "register holds it across the reduction",
+            )
+        )
     by_hint = {
-        Hint.INNER: [contiguous, wider],
+        Hint.INNER: inner,
         Hint.OUTER: [outer, Candidate(Config("looped", 32, min(16, rp2), 4), "outer, 32 rows by 16")],
         Hint.OUTER_TINY: [tiny],
         Hint.DEFAULT: [contiguous, outer, tiny],
