@@ -141,7 +141,8 @@ def _flatten(obj: object, leaves: list, sig: list) -> None:
         for o in obj.values():
             _flatten(o, leaves, sig)
     else:
-        sig.append(obj if isinstance(obj, (int, float, bool, str, type(None), torch.dtype)) else repr(obj))
+        # the type too: 2 and 2.0 trace to different kernels (integer vs float math)
+        sig.append((type(obj), obj) if isinstance(obj, (int, float, bool, str, type(None), torch.dtype)) else repr(obj))
 
 
 # While `recording()` is active, compiled calls report what they ran (and, if asked, skip the launch).

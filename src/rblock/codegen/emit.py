@@ -81,7 +81,7 @@ _UNARY_FMT = {
     Op.ISNAN: "{} != {}",
 }
 # Results that are one of their operands need no rounding back to a 16-bit type.
-_EXACT = {Op.NEG, Op.ABS, Op.MAXIMUM, Op.MINIMUM, Op.WHERE, Op.MAX, Op.MIN}
+_EXACT = {Op.NEG, Op.ABS, Op.MAXIMUM, Op.MINIMUM, Op.WHERE, Op.MAX, Op.MIN, Op.BROADCAST}
 
 
 def literal(value: object) -> str:
@@ -114,6 +114,11 @@ def pointwise(node: Node, operands: list[str], g: KernelGraph) -> str:
         if node.dtype == DType.F32:
             return expr
         return f"{a[0] if src.is_float else '(' + expr + ')'}.to({TL_DTYPE[node.dtype]}).to(tl.float32)"
+    elif node.op == Op.BROADCAST:
+        src = g.nodes[node.args[0]]
+        if src.op == Op.CONST:
+            return f"tl.full([XBLOCK, RBLOCK], {operands[0]}, {register_type(node.dtype)})"
+        return f"tl.broadcast_to({operands[0]}, [XBLOCK, RBLOCK])"
     elif node.op == Op.ISNAN:
         expr = f"{a[0]} != {a[0]}"
     elif node.op in _UNARY_FMT:

@@ -227,7 +227,9 @@ class _Body:
         return "evict_last" if later else "evict_first"
 
     def _gather(self, acc: Access, pos: str, dt: DType) -> str:
-        idx, _, _ = self._index(acc, with_r=False)
+        idx, has_x, _ = self._index(acc, with_r=False)
+        if not has_x:
+            idx = f"{idx} + 0 * xindex"  # one row: still a [XBLOCK, 1] pointer, like its mask
         r_stride = acc.r_strides[0]
         off = pos if r_stride == 1 else f"{pos} * {r_stride}"
         inside = f"xmask & ({pos} >= 0) & ({pos} < rnumel)"
@@ -261,11 +263,13 @@ class _Body:
             ident, fn = ('float("-inf")', "_argmax") if op == Op.ARGMAX else ('float("inf")', "_argmin")
             idx = "tl.broadcast_to(rindex, [XBLOCK, RBLOCK])"
             return [f"_, {t} = tl.reduce((tl.where(mask, {v}, {ident}), {idx}), 1, {fn})", f"{t} = {t}[:, None]"]
-        if op == Op.WELFORD:
+        if op == Op.WELFORD:  # two-pass in registers, with the mean corrected by the mean of the residuals
             return [
-                f"{t}_0 = tl.sum(tl.where(mask, {v}, 0.0), 1)[:, None] / rnumel",
-                f"{t}_d = tl.where(mask, {v} - {t}_0, 0.0)",
-                f"{t}_1 = tl.sum({t}_d * {t}_d, 1)[:, None]",
+                f"{t}_shift = tl.sum(tl.where(mask, {v}, 0.0), 1)[:, None] / rnumel",
+                f"{t}_d = tl.where(mask, {v} - {t}_shift, 0.0)",
+                f"{t}_dsum = tl.sum({t}_d, 1)[:, None]",
+                f"{t}_0 = {t}_shift + {t}_dsum / rnumel",
+                f"{t}_1 = tl.maximum(tl.sum({t}_d * {t}_d, 1)[:, None] - {t}_dsum * {t}_dsum / rnumel, 0.0)",
             ]
         assert op == Op.SOFTMAX_STATS
         return [
@@ -285,7 +289,7 @@ class _Body:
             Op.MIN: [("", 'float("inf")', "tl.float32")],
             Op.ARGMAX: [("_v", 'float("-inf")', "tl.float32"), ("_i", "0", ridx)],
             Op.ARGMIN: [("_v", 'float("inf")', "tl.float32"), ("_i", "0", ridx)],
-            Op.WELFORD: [("_mean", "0", "tl.float32"), ("_m2", "0", "tl.float32"), ("_n", "0", "tl.float32")],
+            Op.WELFORD: [("_mean", "0", "tl.float32"), ("_m2", "0", "tl.float32"), ("_n", "0", "tl.float32"), ("_sum", "0", "tl.float32")],
             Op.SOFTMAX_STATS: [("_m", 'float("-inf")', "tl.float32"), ("_s", "0", "tl.float32")],
         }[op]
         return [f"acc{i}{suffix} = tl.full({shape}, {value}, {t})" for suffix, value, t in init]
@@ -312,6 +316,7 @@ class _Body:
                 f"{a}_mean = {a}_mean + tl.where(mask, {a}_delta / tl.maximum({a}_n_next, 1.0), 0.0)",
                 f"{a}_m2 = {a}_m2 + tl.where(mask, {a}_delta * ({v} - {a}_mean), 0.0)",
                 f"{a}_n = {a}_n_next",
+                f"{a}_sum = {a}_sum + tl.where(mask, {v}, 0.0)",
             ]
         assert n.op == Op.SOFTMAX_STATS
         return lines + [  # online softmax: rescale the running sum whenever the running max grows
@@ -334,10 +339,12 @@ class _Body:
             fn = "_argmax" if n.op == Op.ARGMAX else "_argmin"
             return [f"_, {t} = tl.reduce(({a}_v, {a}_i), 1, {fn})", f"{t} = {t}[:, None]"]
         if n.op == Op.WELFORD:
+            # the sum gives the more accurate mean; a row without spread keeps Welford's mean, which is then exact
             return [
-                f"{t}_0, {t}_1, _ = tl.reduce(({a}_mean, {a}_m2, {a}_n), 1, _welford)",
-                f"{t}_0 = {t}_0[:, None]",
+                f"{t}_mean, {t}_1, _ = tl.reduce(({a}_mean, {a}_m2, {a}_n), 1, _welford)",
+                f"{t}_mean = {t}_mean[:, None]",
                 f"{t}_1 = {t}_1[:, None]",
+                f"{t}_0 = tl.where({t}_1 == 0.0, {t}_mean, tl.sum({a}_sum, 1)[:, None] / rnumel)",
             ]
         return [
             f"{t}_max = tl.reduce({a}_m, 1, _maximum)[:, None]",

@@ -49,6 +49,7 @@ class Op(Enum):
     NOT = auto()
     ISNAN = auto()
     CAST = auto()  # to node.dtype
+    BROADCAST = auto()  # a per-row (or scalar) value repeated along r, so that it can be reduced
     # pointwise, binary
     ADD = auto()
     SUB = auto()
@@ -78,7 +79,7 @@ class Op(Enum):
     GETITEM = auto()  # attr: output index of a multi-output reduction
 
 
-UNARY_OPS = frozenset({Op.NEG, Op.EXP, Op.LOG, Op.RSQRT, Op.SQRT, Op.ABS, Op.NOT, Op.ISNAN, Op.CAST})
+UNARY_OPS = frozenset({Op.NEG, Op.EXP, Op.LOG, Op.RSQRT, Op.SQRT, Op.ABS, Op.NOT, Op.ISNAN, Op.CAST, Op.BROADCAST})
 BINARY_OPS = frozenset(
     {Op.ADD, Op.SUB, Op.MUL, Op.DIV, Op.POW, Op.MAXIMUM, Op.MINIMUM, Op.EQ, Op.NE, Op.LT, Op.LE, Op.GT, Op.GE, Op.AND, Op.OR}
 )

@@ -48,7 +48,9 @@ def verify(g: KernelGraph) -> KernelGraph:
             assert g.nodes[n.args[0]].op in MULTI_OUTPUT_OPS, f"{where}: getitem of a single-output op"
         if n.op in MULTI_OUTPUT_OPS:
             assert all(g.nodes[u].op == Op.GETITEM for u in g.users()[i]), f"{where}: read through getitem only"
-        if n.op in _ARITY and n.op not in REDUCE_OPS:
+        if n.op == Op.BROADCAST:
+            assert n.rank == Rank.FULL, f"{where}: a broadcast gives a full value"
+        elif n.op in _ARITY and n.op not in REDUCE_OPS:
             top = max((g.nodes[a].rank.value for a in n.args), default=0)
             assert n.rank.value == top, f"{where}: pointwise rank must be its operands' widest"
     assert stores > 0, f"{g.name}: a kernel without stores computes nothing"

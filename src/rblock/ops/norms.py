@@ -32,7 +32,7 @@ def rms_norm(x: torch.Tensor, normalized_shape, weight: torch.Tensor | None = No
     checks.tensor("rms_norm", "x", x)
     shape = checks.normalized_shape("rms_norm", x, normalized_shape)
     checks.param("rms_norm", "weight", weight, shape, x)
-    eps = torch.finfo(x.dtype).eps if eps is None else float(eps)
+    eps = torch.finfo(torch.float32).eps if eps is None else float(eps)  # like PyTorch: the fp32 compute type
     dims = tuple(range(x.dim() - len(shape), x.dim()))
     return _rms_norm_kernel(x, dims, weight, eps)
 

@@ -17,14 +17,14 @@ _log_softmax_kernel = compile(torch.log_softmax, name="log_softmax")
 def softmax(x: torch.Tensor, dim: int, dtype: torch.dtype | None = None) -> torch.Tensor:
     """Like torch.softmax."""
     checks.tensor("softmax", "x", x)
-    (d,) = checks.dims("softmax", x, dim)
+    d = checks.single_dim("softmax", x, dim)
     return _softmax_kernel(x, d, dtype=dtype) if dtype is not None else _softmax_kernel(x, d)
 
 
 def log_softmax(x: torch.Tensor, dim: int, dtype: torch.dtype | None = None) -> torch.Tensor:
     """Like torch.log_softmax."""
     checks.tensor("log_softmax", "x", x)
-    (d,) = checks.dims("log_softmax", x, dim)
+    d = checks.single_dim("log_softmax", x, dim)
     return _log_softmax_kernel(x, d, dtype=dtype) if dtype is not None else _log_softmax_kernel(x, d)
 
 

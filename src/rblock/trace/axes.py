@@ -63,7 +63,7 @@ def _shape(node: object) -> tuple[int, ...] | None:
     return tuple(val.shape) if isinstance(val, torch.Tensor) else None
 
 
-def assign_axes(fn_name: str, gm: torch.fx.GraphModule, domain: tuple[int, ...]) -> dict[str, tuple[int | None, ...]]:
+def assign_axes(fn_name: str, gm: torch.fx.GraphModule, domain: tuple[int, ...]) -> dict[str, tuple[int | None, ...] | str]:
     """For every tensor-valued node: the domain axis of each of its dims (None for broadcast dims)."""
     uf = _UnionFind()
 
@@ -92,7 +92,7 @@ def assign_axes(fn_name: str, gm: torch.fx.GraphModule, domain: tuple[int, ...])
         return True
 
     for node in gm.graph.nodes:
-        if node.op != "call_function" or _shape(node) is None:
+        if node.op != "call_function" or (_shape(node) is None and node.target not in REDUCTIONS):
             continue
         args = [a for a in node.args if _shape(a) is not None]
         target = node.target
@@ -132,7 +132,9 @@ def assign_axes(fn_name: str, gm: torch.fx.GraphModule, domain: tuple[int, ...])
             for a in args:
                 link_right_aligned(a, node)
 
-    axes: dict[str, tuple[int | None, ...]] = {}
+    # A value whose dims cannot be placed gets the reason instead; it is an error only if the value is loaded
+    # or stored (an input reshaped before use never is).
+    axes: dict[str, tuple[int | None, ...] | str] = {}
     for node in gm.graph.nodes:
         shape = _shape(node)
         if shape is None:
@@ -140,18 +142,17 @@ def assign_axes(fn_name: str, gm: torch.fx.GraphModule, domain: tuple[int, ...])
         dims: list[int | None] = []
         for i, n in enumerate(shape):
             root = uf.find((node.name, i))
+            j = len(domain) - len(shape) + i
             if n == 1:
                 dims.append(None)
             elif root[0] == "":
                 dims.append(root[1])
-            else:  # unreached: PyTorch's own rule, right-aligned against the domain
-                j = len(domain) - len(shape) + i
-                if j < 0 or domain[j] != n:
-                    raise UnsupportedOperation(
-                        fn_name, f"cannot place dim {i} (size {n}) of {node.name} {list(shape)} on {list(domain)}"
-                    )
+            elif j >= 0 and domain[j] == n:  # unreached: PyTorch's own rule, right-aligned against the domain
                 dims.append(j)
-        axes[node.name] = tuple(dims)
+            else:
+                dims = f"cannot place dim {i} (size {n}) of {node.name} {list(shape)} on the reduced shape {list(domain)}"
+                break
+        axes[node.name] = dims if isinstance(dims, str) else tuple(dims)
     return axes
 
 

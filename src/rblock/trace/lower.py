@@ -96,16 +96,27 @@ class _Lowering:
         dt = DType.B1 if isinstance(value, bool) else DType.I64 if isinstance(value, int) else DType.F32
         return self.add(Op.CONST, (), dt, value, Rank.SCALAR)
 
+    def _fold_cast(self, v: int, dt: DType) -> int:
+        """A cast of a constant is a constant of the new type."""
+        value = self.nodes[v].attr
+        value = bool(value) if dt == DType.B1 else float(value) if dt.is_float else int(value)
+        return self.add(Op.CONST, (), dt, value, Rank.SCALAR)
+
     def f32(self, v: int) -> int:
         return v if self.nodes[v].dtype == DType.F32 else self.add(Op.CAST, (v,), DType.F32)
 
     def cast(self, v: int, dt: DType) -> int:
-        return v if self.nodes[v].dtype == dt else self.add(Op.CAST, (v,), dt)
+        if self.nodes[v].dtype == dt:
+            return v
+        return self._fold_cast(v, dt) if self.nodes[v].op == Op.CONST else self.add(Op.CAST, (v,), dt)
 
     def access(self, node: torch.fx.Node, buffer: int, base_offset: int) -> Access:
         val = node.meta["val"]
         stride_of: dict[int, int] = {}
-        for size, stride, axis in zip(val.shape, val.stride(), self.axes[node.name]):
+        axes = self.axes[node.name]
+        if isinstance(axes, str):  # this value's dims could not be placed on the domain
+            raise UnsupportedOperation(self.fn, axes)
+        for size, stride, axis in zip(val.shape, val.stride(), axes):
             if axis is not None and size != 1:
                 if axis in stride_of:
                     raise UnsupportedOperation(self.fn, f"{node.name} runs along domain dim {axis} twice")
@@ -148,7 +159,17 @@ class _Lowering:
         raise UnsupportedOperation(self.fn, f"{arg.name} is a tuple, not a tensor")
 
     # ---- the walk --------------------------------------------------------------------------------------
+    def supported(self, node: torch.fx.Node) -> bool:
+        t = node.target
+        if t is operator.getitem or t in VIEWS or t in _IDENTITY or t in _CASTS or t in _UNARY:
+            return True
+        name = t.overloadpacket.__name__ if hasattr(t, "overloadpacket") else str(t)
+        return name in _BINARY or hasattr(self, f"lower_{name}")
+
     def run(self) -> Lowered:
+        for node in self.cap.gm.graph.nodes:  # name the first unsupported op before anything else can fail
+            if node.op == "call_function" and not self.supported(node):
+                raise UnsupportedOperation(self.fn, f"aten op {node.target} is not supported")
         self.env: dict[str, object] = {}
         out_node = None
         for node in self.cap.gm.graph.nodes:
@@ -214,6 +235,13 @@ class _Lowering:
             return self.add(Op.DIV, (self.const(1.0), out), dt) if e < 0 else out
         raise UnsupportedOperation(self.fn, f"pow with exponent {e} (integers up to 8 and +-0.5 are supported)")
 
+    def lower_rsub(self, node, dt):
+        a, b = self.value(node.args[0]), self.value(node.args[1])
+        alpha = node.kwargs.get("alpha", 1)
+        if alpha != 1:
+            a = self.add(Op.MUL, (a, self.const(alpha)), self.nodes[a].dtype)
+        return self.add(Op.SUB, (b, a), dt)
+
     def lower_scalar_tensor(self, node, dt):
         return self.cast(self.const(node.args[0]), dt)
 
@@ -245,7 +273,9 @@ class _Lowering:
     def lower_gather(self, node, dt):
         src, dim, index = node.args
         rank = len(src.meta["val"].shape)
-        if not _is_source(src) or len(self.r_axes) != 1 or self.axes[src.name][dim % rank] != self.r_axes[0]:
+        along = self.axes[src.name][dim % rank] if not isinstance(self.axes[src.name], str) else "?"
+        r_size = self.cap.domain[self.r_axes[0]] if len(self.r_axes) == 1 else -1
+        if not _is_source(src) or along not in (self.r_axes[0] if self.r_axes else -1, None) or src.meta["val"].shape[dim % rank] != r_size:
             raise UnsupportedOperation(self.fn, "gather is supported from an input tensor along the reduced dim")
         pos = self.value(index)
         if self.nodes[pos].rank == Rank.FULL:
@@ -258,8 +288,8 @@ class _Lowering:
     def _reduce_input(self, node) -> tuple[int, int]:
         v = self.value(node.args[0])
         n = math.prod(self.cap.domain[d] for d in reduction_dims(node))
-        if self.nodes[v].rank != Rank.FULL:
-            raise UnsupportedOperation(self.fn, f"{node.name} reduces a value that does not vary along its dims")
+        if self.nodes[v].rank != Rank.FULL:  # constant along r (a size-1 or stride-0 dim): repeat it
+            v = self.add(Op.BROADCAST, (v,), self.nodes[v].dtype, rank=Rank.FULL)
         return v, n
 
     def _sum(self, node, dt):

@@ -1,0 +1,329 @@
+"""rblock bench on the CPU: report functions on synthetic rows, flags, providers' plumbing, the no-GPU exit."""
+
+from __future__ import annotations
+
+import csv
+import json
+import math
+import sys
+import types
+
+import pytest
+import torch
+
+from rblock.bench import args as bench_args
+from rblock.bench import harness, inductor, report
+from rblock.bench import providers as prov
+
+
+def _row(provider: str, median_us: float | None, correct: bool = True, op: str = "rms_norm", n: int = 4096, **extra):
+    gbps = None if median_us is None else 1000.0 / median_us
+    return {
+        "op": op,
+        "M": 16384,
+        "N": n,
+        "dtype": "bf16",
+        "provider": provider,
+        "median_us": median_us,
+        "GBps": gbps,
+        "pct_of_copy": None if gbps is None else 100 * gbps / 4000,
+        "correct": correct,
+        "first_call_s": 1.5 if provider in ("rblock", "compile") else None,
+        **extra,
+    }
+
+
+@pytest.fixture
+def rows() -> list[dict]:
+    return [
+        _row("rblock", 10.0),
+        _row("rblock_looped_only", 12.0),
+        _row("eager", 30.0),
+        _row("compile", 15.0),
+        _row("liger", 5.0, correct=False),  # fastest but wrong: must not count
+        _row("rblock", 20.0, n=8192),
+        _row("compile", None, correct=False, n=8192, error="RuntimeError: boom"),
+        _row("rblock", 40.0, op="softmax"),
+        _row("eager", 20.0, op="softmax"),
+        _row("rblock", 3.0, n=4096, small_batch=True, op="softmax_small"),
+    ]
+
+
+def test_speedup_uses_best_correct_non_rblock_provider(rows):
+    out = {(r["op"], r["N"], r["provider"]): r for r in report.add_speedups(rows)}
+    assert out[("rms_norm", 4096, "rblock")]["speedup_vs_best_other"] == pytest.approx(15.0 / 10.0)
+    assert out[("rms_norm", 4096, "rblock_looped_only")]["speedup_vs_best_other"] == pytest.approx(15.0 / 12.0)
+    assert out[("softmax", 4096, "rblock")]["speedup_vs_best_other"] == pytest.approx(0.5)
+    # the only other provider at N=8192 failed: no speedup
+    assert out[("rms_norm", 8192, "rblock")]["speedup_vs_best_other"] is None
+    assert "speedup_vs_best_other" not in out[("rms_norm", 4096, "eager")]
+    assert "speedup_vs_best_other" not in rows[0]  # the input rows are left alone
+
+
+def test_speedup_is_none_for_an_incorrect_rblock_row():
+    out = report.add_speedups([_row("rblock", 1.0, correct=False), _row("eager", 2.0)])
+    assert out[0]["speedup_vs_best_other"] is None
+
+
+@pytest.mark.parametrize("use_rich", [False, True])
+def test_table_lists_every_row(rows, use_rich):
+    if use_rich:
+        pytest.importorskip("rich")
+    text = report.table_text(report.add_speedups(rows), 4000.0, 3500.0, use_rich=use_rich)
+    assert "copy 4000 GB/s" in text and "read 3500 GB/s" in text
+    for provider in ("rblock_looped_only", "eager", "compile", "liger"):
+        assert provider in text
+    assert "1.50x" in text  # rblock vs compile at rms_norm N=4096
+    assert "error" in text and "NO" in text
+    assert "40.0" in text and "0.50x" in text  # rblock at softmax: slower than eager
+    if not use_rich:
+        lines = text.splitlines()
+        assert len(lines) == 3 + len(rows)  # title, header, rule, one per row
+
+
+def test_json_has_the_layout(tmp_path, rows):
+    meta = {
+        "device": "H200",
+        "torch": "2.11",
+        "triton": "3.6",
+        "rblock": "0.1.0",
+        "copy_GBps": 4000.0,
+        "read_GBps": 3500.0,
+    }
+    path = report.write_json(tmp_path / "bench.json", {**meta, "ignored": 1}, report.add_speedups(rows))
+    data = json.loads(path.read_text())
+    assert list(data) == ["device", "torch", "triton", "rblock", "copy_GBps", "read_GBps", "rows"]
+    assert data["copy_GBps"] == 4000.0 and data["device"] == "H200"
+    assert len(data["rows"]) == len(rows)
+    for r in data["rows"]:
+        assert set(report.ROW_KEYS) <= set(r)
+    assert data["rows"][6]["error"] == "RuntimeError: boom"
+
+
+def test_csv_has_a_header_and_a_line_per_row(tmp_path, rows):
+    path = report.write_csv(tmp_path / "bench.csv", report.add_speedups(rows))
+    with path.open() as f:
+        lines = list(csv.reader(f))
+    header = lines[0]
+    assert header[: len(report.ROW_KEYS)] == list(report.ROW_KEYS)
+    assert {"speedup_vs_best_other", "error", "small_batch"} <= set(header)
+    assert len(lines) == 1 + len(rows)
+    first = dict(zip(header, lines[1]))
+    assert first["provider"] == "rblock" and float(first["median_us"]) == 10.0
+    assert float(first["speedup_vs_best_other"]) == pytest.approx(1.5)
+    assert first["error"] == ""
+
+
+def test_plots_one_png_per_op(tmp_path, rows):
+    pytest.importorskip("matplotlib")
+    paths = report.write_plots(tmp_path, "bench", rows, 4000.0, 3500.0)
+    assert sorted(p.name for p in paths) == ["bench_rms_norm.png", "bench_softmax.png"]  # small-batch rows left out
+    for p in paths:
+        data = p.read_bytes()
+        assert len(data) > 1000 and data[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def test_quick_narrows_the_sweep():
+    full = bench_args.sweep_of(bench_args.parse_args([]))
+    quick = bench_args.sweep_of(bench_args.parse_args(["--quick"]))
+    assert full.ops == prov.OPS and "sum_dim0" in full.ops
+    assert full.ns[0] == 1024 and full.ns[-1] == 262144 and list(full.ns) == sorted(full.ns)
+    assert {3000, 5120, 6144, 12288, 24576, 50257, 151936} <= set(full.ns) and len(full.ns) == 16
+    assert full.providers == prov.PROVIDERS and full.dtype == "bf16" and full.total == 2**26
+    assert quick.ops == ("rms_norm", "softmax", "cross_entropy", "layer_norm")
+    assert quick.ns == (4096, 32768, 131072)
+    assert quick.providers == ("rblock", "rblock_looped_only", "eager", "compile")
+    assert (
+        set(quick.ops) < set(full.ops) and set(quick.ns) < set(full.ns) and set(quick.providers) < set(full.providers)
+    )
+    explicit = bench_args.sweep_of(bench_args.parse_args(["--quick", "--ops", "sum,var"]))
+    assert explicit.ops == ("sum", "var") and explicit.ns == quick.ns
+
+
+def test_flags_are_parsed():
+    a = bench_args.parse_args(
+        ["--ns", "1024,3000", "--dtype", "fp16", "--providers", "eager,compile", "--total", "4096"]
+    )
+    assert a.ns == [1024, 3000] and a.dtype == "fp16" and a.providers == ["eager", "compile"] and a.total == 4096
+    s = bench_args.sweep_of(bench_args.parse_args(["--ns", "3000,1024,3000", "--small-batch", "--name", "x"]))
+    assert s.ns == (1024, 3000) and s.small_batch
+
+
+@pytest.mark.parametrize(
+    "argv", [["--providers", "eager,nope"], ["--ops", "rms_norm,bogus"], ["--ns", "4k"], ["--ns", ""]]
+)
+def test_bad_flags_exit(argv):
+    with pytest.raises(SystemExit):
+        bench_args.parse_args(argv)
+
+
+def test_main_without_gpu_returns_2(monkeypatch, capsys, tmp_path):
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+    assert harness.main(["--quick", "--out", str(tmp_path / "results")]) == 2
+    assert "rblock bench needs a CUDA GPU (none found)" in capsys.readouterr().err
+    assert not (tmp_path / "results").exists()
+
+
+def test_max_rel_error():
+    ref = (torch.tensor([1.0, -4.0], dtype=torch.float64),)
+    assert harness.max_rel_error(torch.tensor([1.0, -4.0]), ref) == 0.0
+    assert harness.max_rel_error(torch.tensor([1.4, -4.0]), ref) == pytest.approx(0.1)
+    assert harness.max_rel_error(torch.tensor([1.0, float("nan")]), ref) == math.inf
+    assert harness.max_rel_error(torch.tensor([1.0]), ref) == math.inf
+    assert harness.max_rel_error((torch.tensor([1.0, -4.0]), torch.tensor([0.0])), ref) == math.inf
+
+
+@pytest.mark.parametrize("op", prov.OPS)
+def test_inputs_and_references(op):
+    torch.manual_seed(0)
+    inputs = prov.make_inputs(op, 8, 64, torch.bfloat16, "cpu")
+    assert inputs[0].shape == (8, 64) and inputs[0].dtype == torch.bfloat16
+    assert all(t.abs().sum() > 0 for t in inputs if t.is_floating_point())
+    refs = prov.reference(op, inputs)
+    assert all(r.dtype == torch.float64 for r in refs)
+    expected = {"cross_entropy": [()], "fused_add_rms_norm": [(8, 64), (8, 64)], "sum": [(8,)], "var": [(8,)]}
+    expected |= {"sum_dim0": [(64,)]}
+    assert [tuple(r.shape) for r in refs] == expected.get(op, [(8, 64)])
+    eager = prov.EAGER[op](*inputs)
+    assert harness.max_rel_error(eager, refs) <= harness.TOLERANCE["bf16"]
+    if op == "cross_entropy":
+        assert inputs[1].dtype == torch.int64 and int(inputs[1].max()) < 64
+
+
+def test_liger_args_follow_the_forward_signature():
+    def forward(ctx, X, W, eps, offset=0.0, casting_mode="llama", in_place=True, *rest):
+        return X
+
+    x, w = torch.ones(2, 4), torch.ones(4)
+    args = prov.liger_args(forward, [x, w], {"eps": 1e-6, "in_place": False})
+    assert args[2:] == [1e-6, 0.0, "llama", False] and args[0] is x and args[1] is w
+    assert prov.liger_args(forward, [x, w], {}) is None  # eps is required
+    assert prov.liger_args(lambda ctx, X: X, [x, w], {}) is None
+
+
+def test_liger_provider_with_a_stand_in_module(monkeypatch):
+    calls = []
+
+    class FakeCrossEntropy:
+        @staticmethod
+        def forward(ctx, _input, target, weight=None, ignore_index=-100, reduction="mean", return_z_loss=True):
+            return _input
+
+        @staticmethod
+        def apply(*args):
+            calls.append(args)
+            return torch.tensor(1.0), None
+
+    module = types.ModuleType("liger_kernel.ops.cross_entropy")
+    module.LigerCrossEntropyFunction = FakeCrossEntropy
+    monkeypatch.setitem(sys.modules, "liger_kernel.ops.cross_entropy", module)
+    logits, target = torch.randn(4, 8), torch.randint(0, 8, (4,))
+    call = prov._liger("cross_entropy", [logits, target])
+    assert call is not None and call().item() == 1.0
+    args = calls[0]
+    assert args[0] is not logits and torch.equal(args[0], logits)  # its own copy: Liger writes gradients into it
+    assert args[1] is target and args[2:] == (None, -100, "mean", False)
+    assert prov._liger("var", [logits]) is None
+
+
+def test_unavailable_liger_is_skipped_with_a_note(monkeypatch):
+    monkeypatch.setattr(prov.importlib.util, "find_spec", lambda name: None)
+    available, notes = prov.resolve(["eager", "liger", "rblock_looped_only"])
+    assert [p.name for p in available] == ["eager", "rblock_looped_only"]
+    assert any("liger" in n and "not installed" in n for n in notes)
+    with pytest.raises(ValueError):
+        prov.resolve(["nope"])
+
+
+def test_compile_without_a_way_to_drop_the_candidate_is_skipped(monkeypatch):
+    monkeypatch.setattr(inductor, "no_persistent_rblock", lambda: None)
+    available, notes = prov.resolve(["compile", "compile_no_persistent_rblock"])
+    assert [p.name for p in available] == ["compile"]
+    assert notes and notes[0].startswith("compile_no_persistent_rblock: skipped")
+
+
+def test_no_persistent_rblock_mechanism_is_found_and_undone():
+    from torch._inductor.codegen.triton import TritonKernel
+
+    mechanism = inductor.no_persistent_rblock()
+    assert mechanism is not None, "no way to drop Inductor's persistent-RBLOCK candidate in this torch"
+    before = TritonKernel.__dict__.get(inductor.KEY)
+    with mechanism.scope():
+        if before is not None and "codegen" in mechanism.description:
+            assert TritonKernel.add_persistent_rblock.fget(None) is False
+    assert TritonKernel.__dict__.get(inductor.KEY) is before
+
+
+def test_runtime_hook_drops_the_candidate():
+    from torch._inductor.runtime import triton_heuristics
+    from torch._inductor.runtime.hints import DeviceProperties, ReductionHint
+
+    scope = inductor._runtime_hook()
+    if scope is None:
+        pytest.skip("this torch's _reduction_configs does not read the persistent-RBLOCK key")
+    meta = {"reduction_hint": ReductionHint.INNER, "num_load": 2, "num_reduction": 1, inductor.KEY: True}
+    kwargs = {"size_hints": {"x": 2048, "r0_": 8192}, "inductor_meta": meta}
+    kwargs["triton_meta"] = {"device": DeviceProperties.create(torch.device("cpu"))}
+    original = triton_heuristics._reduction_configs
+    with_candidate = len(original(**kwargs))
+    with scope():
+        assert triton_heuristics._reduction_configs is not original
+        without = len(triton_heuristics._reduction_configs(**kwargs))
+    assert triton_heuristics._reduction_configs is original
+    assert without == with_candidate - 1
+    assert meta[inductor.KEY] is True  # the caller's dict is left alone
+
+
+def test_run_points_records_rows_errors_and_missing_ops(monkeypatch, capsys):
+    def cpu_point(op, m, n, dtype):
+        torch.manual_seed(0)
+        inputs = prov.make_inputs(op, m, n, torch.float32, "cpu")
+        return harness.Point(op, m, n, dtype, inputs, prov.reference(op, inputs), 1_000_000)
+
+    monkeypatch.setattr(harness, "make_point", cpu_point)
+    monkeypatch.setattr(torch.cuda, "synchronize", lambda: None)
+    monkeypatch.setattr(torch.cuda, "empty_cache", lambda: None)
+    monkeypatch.setattr(harness, "_bench_ms", lambda fn: 0.5)
+
+    def failing(op, inputs):
+        def call():
+            raise RuntimeError("kernel failed")
+
+        return call
+
+    def wrong(op, inputs):
+        return lambda: prov.EAGER[op](*inputs) * 1.5
+
+    providers = [
+        prov.Provider("eager", lambda op, inputs: lambda: prov.EAGER[op](*inputs)),
+        prov.Provider("broken", failing),
+        prov.Provider("sloppy", wrong),
+        prov.Provider(
+            "softmax_only", lambda op, inputs: (lambda: torch.softmax(inputs[0], -1)) if op == "softmax" else None
+        ),
+    ]
+    rows: list[dict] = []
+    saves = []
+    harness.run_points(
+        ("softmax", "sum_dim0"),
+        [(4, 32)],
+        "fp32",
+        providers,
+        2000.0,
+        False,
+        rows,
+        lambda: saves.append(len(rows)),
+        {"tag": 1},
+    )
+    by = {(r["op"], r["provider"]): r for r in rows}
+    assert saves == [4, 7]
+    ok = by[("softmax", "eager")]
+    assert ok["correct"] and ok["median_us"] == 500.0 and ok["GBps"] == pytest.approx(2.0) and ok["tag"] == 1
+    assert ok["pct_of_copy"] == pytest.approx(0.1) and ok["first_call_s"] >= 0
+    assert list(ok)[:10] == list(report.ROW_KEYS)
+    broken = by[("softmax", "broken")]
+    assert not broken["correct"] and broken["median_us"] is None and broken["error"] == "RuntimeError: kernel failed"
+    sloppy = by[("softmax", "sloppy")]
+    assert not sloppy["correct"] and sloppy["median_us"] == 500.0 and sloppy["max_rel_err"] == pytest.approx(0.5)
+    assert ("sum_dim0", "softmax_only") not in by and by[("sum_dim0", "eager")]["correct"]
+    assert "softmax_only has no sum_dim0" in capsys.readouterr().out

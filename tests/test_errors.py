@@ -1,0 +1,387 @@
+"""Bad input raises a clear exception that names the op and the argument, and says what is allowed.
+
+rblock.InvalidArgument (a ValueError) for bad values, rblock.InvalidDtype (also a TypeError) for bad dtypes,
+rblock.UnsupportedOperation (a NotImplementedError) for what rblock.compile cannot fuse."""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+import torch
+
+import rblock
+
+
+def x2d(*shape: int, dtype: torch.dtype = torch.float32, device: str = "cpu") -> torch.Tensor:
+    return torch.randn(*(shape or (4, 8)), device=device).to(dtype)
+
+
+LONG = torch.int64
+
+# One call per op with x replaced: (op name, call(x)). Every op checks its main tensor the same way.
+X_CALLS = {
+    "sum": lambda x: rblock.sum(x, -1),
+    "mean": lambda x: rblock.mean(x, -1),
+    "amax": lambda x: rblock.amax(x, -1),
+    "amin": lambda x: rblock.amin(x, -1),
+    "logsumexp": lambda x: rblock.logsumexp(x, -1),
+    "var": lambda x: rblock.var(x, -1),
+    "std": lambda x: rblock.std(x, -1),
+    "softmax": lambda x: rblock.softmax(x, -1),
+    "log_softmax": lambda x: rblock.log_softmax(x, -1),
+    "rms_norm": lambda x: rblock.rms_norm(x, x.shape[-1:]),
+    "layer_norm": lambda x: rblock.layer_norm(x, x.shape[-1:]),
+    "fused_add_rms_norm": lambda x: rblock.fused_add_rms_norm(x, x.clone(), torch.ones(x.shape[-1], dtype=x.dtype)),
+}
+
+
+def test_error_classes():
+    assert issubclass(rblock.InvalidArgument, ValueError)
+    assert issubclass(rblock.InvalidDtype, rblock.InvalidArgument)
+    assert issubclass(rblock.InvalidDtype, TypeError)
+    assert issubclass(rblock.UnsupportedOperation, NotImplementedError)
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# Device
+# ---------------------------------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("op", list(X_CALLS))
+def test_tensor_on_the_wrong_device_names_op_and_argument(op):
+    x = x2d(device="meta")
+    with pytest.raises(rblock.InvalidArgument, match=rf"^rblock\.{op}: x is on meta"):
+        X_CALLS[op](x)
+
+
+@pytest.mark.parametrize(
+    ("op", "argument", "call"),
+    [
+        ("rms_norm", "weight", lambda m: rblock.rms_norm(x2d(), (8,), m(8))),
+        ("layer_norm", "weight", lambda m: rblock.layer_norm(x2d(), (8,), m(8))),
+        ("layer_norm", "bias", lambda m: rblock.layer_norm(x2d(), (8,), None, m(8))),
+        ("fused_add_rms_norm", "residual", lambda m: rblock.fused_add_rms_norm(x2d(), m(4, 8), torch.ones(8))),
+        ("fused_add_rms_norm", "weight", lambda m: rblock.fused_add_rms_norm(x2d(), x2d(), m(8))),
+        ("cross_entropy", "logits", lambda m: rblock.cross_entropy(m(4, 8), torch.zeros(4, dtype=LONG))),
+        ("cross_entropy", "target", lambda m: rblock.cross_entropy(x2d(), torch.zeros(4, dtype=LONG, device="meta"))),
+    ],
+    ids=lambda v: v if isinstance(v, str) else "",
+)
+def test_other_tensor_on_the_wrong_device_names_it(op, argument, call):
+    with pytest.raises(rblock.InvalidArgument, match=rf"^rblock\.{op}: {argument} is on meta"):
+        call(lambda *shape: torch.randn(*shape, device="meta"))
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# Dtypes
+# ---------------------------------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("dtype", [torch.float64, torch.int32, torch.int64, torch.bool, torch.complex64], ids=str)
+@pytest.mark.parametrize("op", list(X_CALLS))
+def test_unsupported_dtype_of_x(op, dtype):
+    x = torch.ones(4, 8, dtype=dtype)
+    name = str(dtype).removeprefix("torch.")
+    with pytest.raises(rblock.InvalidDtype, match=rf"^rblock\.{op}: x has dtype {name}; allowed: float32"):
+        X_CALLS[op](x)
+
+
+def test_unsupported_dtype_is_a_type_error():
+    with pytest.raises(TypeError):
+        rblock.sum(torch.ones(4, 8, dtype=torch.float64), -1)
+
+
+@pytest.mark.parametrize(
+    ("op", "argument", "call"),
+    [
+        ("rms_norm", "weight", lambda: rblock.rms_norm(x2d(), (8,), torch.ones(8, dtype=torch.float64))),
+        ("layer_norm", "bias", lambda: rblock.layer_norm(x2d(), (8,), None, torch.ones(8, dtype=torch.int32))),
+        ("cross_entropy", "logits", lambda: rblock.cross_entropy(x2d().double(), torch.zeros(4, dtype=LONG))),
+        ("cross_entropy", "target", lambda: rblock.cross_entropy(x2d(), torch.zeros(4))),
+        ("cross_entropy", "target", lambda: rblock.cross_entropy(x2d(), torch.zeros(4, dtype=torch.bool))),
+        ("fused_add_rms_norm", "residual", lambda: rblock.fused_add_rms_norm(x2d(), x2d().double(), torch.ones(8))),
+    ],
+    ids=lambda v: v if isinstance(v, str) else "",
+)
+def test_unsupported_dtype_of_another_argument(op, argument, call):
+    with pytest.raises(rblock.InvalidDtype, match=rf"^rblock\.{op}: {argument} has dtype"):
+        call()
+
+
+@pytest.mark.parametrize("value", [[1.0, 2.0], 3.0, None], ids=["list", "float", "None"])
+def test_x_that_is_not_a_tensor(value):
+    with pytest.raises(rblock.InvalidArgument, match=r"^rblock\.sum: x must be a torch\.Tensor"):
+        rblock.sum(value, 0)
+
+
+@pytest.mark.parametrize("op", ["sum", "softmax", "rms_norm"])
+def test_zero_dim_x(op):
+    with pytest.raises(rblock.InvalidArgument, match=rf"^rblock\.{op}: x has 0 dims"):
+        X_CALLS[op](torch.tensor(1.0))
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# dim
+# ---------------------------------------------------------------------------------------------------------------
+
+DIM_OPS = ["sum", "mean", "amax", "amin", "logsumexp", "var", "std", "softmax", "log_softmax"]
+
+
+@pytest.mark.parametrize("dim", [2, -3, 100, (0, 2)], ids=str)
+@pytest.mark.parametrize("op", DIM_OPS)
+def test_dim_out_of_range(op, dim):
+    if op in ("softmax", "log_softmax") and isinstance(dim, tuple):
+        pytest.skip("softmax takes one dim")
+    pattern = rf"^rblock\.{op}: dim is -?\d+, but x has 2 dims \(allowed: -2 to 1\)"
+    with pytest.raises(rblock.InvalidArgument, match=pattern):
+        getattr(rblock, op)(x2d(), dim)
+
+
+@pytest.mark.parametrize("dim", [(0, 0), (1, -1), [0, 1, 0]], ids=str)
+@pytest.mark.parametrize("op", ["sum", "mean", "amax", "amin", "logsumexp", "var", "std"])
+def test_dim_repeated(op, dim):
+    with pytest.raises(rblock.InvalidArgument, match=rf"^rblock\.{op}: dim repeats a dim"):
+        getattr(rblock, op)(x2d(), dim)
+
+
+@pytest.mark.parametrize("dim", [1.0, "1", None, True, (), (0, 1.0), torch.tensor(1)], ids=repr)
+@pytest.mark.parametrize("op", DIM_OPS)
+def test_dim_of_the_wrong_type(op, dim):
+    with pytest.raises(rblock.InvalidArgument, match=rf"^rblock\.{op}: dim must be an int"):
+        getattr(rblock, op)(x2d(), dim)
+
+
+@pytest.mark.parametrize("op", ["softmax", "log_softmax"])
+def test_softmax_takes_exactly_one_dim(op):
+    """softmax normalizes along one dim: a tuple of two dims is an invalid `dim`, reported as such."""
+    with pytest.raises(rblock.InvalidArgument, match=rf"^rblock\.{op}: dim"):
+        getattr(rblock, op)(x2d(), (0, 1))
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# normalized_shape, weight, bias
+# ---------------------------------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("shape", [(4,), (8, 8), (2, 4, 8), (), [3], 7], ids=str)
+@pytest.mark.parametrize("op", ["rms_norm", "layer_norm"])
+def test_normalized_shape_must_match_the_last_dims(op, shape):
+    listed = re.escape(str(list(shape) if not isinstance(shape, int) else [shape]))
+    pattern = rf"^rblock\.{op}: normalized_shape is {listed}, but x has shape \[4, 8\]"
+    with pytest.raises(rblock.InvalidArgument, match=pattern):
+        getattr(rblock, op)(x2d(), shape)
+
+
+@pytest.mark.parametrize("shape", [None, 8.0, "8"], ids=repr)
+@pytest.mark.parametrize("op", ["rms_norm", "layer_norm"])
+def test_normalized_shape_of_the_wrong_type(op, shape):
+    with pytest.raises(rblock.InvalidArgument, match=rf"^rblock\.{op}: normalized_shape"):
+        getattr(rblock, op)(x2d(), shape)
+
+
+@pytest.mark.parametrize(
+    ("op", "argument", "call", "got", "want"),
+    [
+        ("rms_norm", "weight", lambda: rblock.rms_norm(x2d(), (8,), torch.ones(7)), (7,), (8,)),
+        ("rms_norm", "weight", lambda: rblock.rms_norm(x2d(), (8,), torch.ones(1, 8)), (1, 8), (8,)),
+        ("rms_norm", "weight", lambda: rblock.rms_norm(x2d(3, 4, 8), (4, 8), torch.ones(8)), (8,), (4, 8)),
+        ("layer_norm", "weight", lambda: rblock.layer_norm(x2d(), (8,), torch.ones(9)), (9,), (8,)),
+        ("layer_norm", "bias", lambda: rblock.layer_norm(x2d(), (8,), torch.ones(8), torch.ones(3)), (3,), (8,)),
+        ("fused_add_rms_norm", "weight", lambda: rblock.fused_add_rms_norm(x2d(), x2d(), torch.ones(4)), (4,), (8,)),
+    ],
+    ids=lambda v: v if isinstance(v, str) else "",
+)
+def test_parameter_of_the_wrong_shape_names_it_and_both_shapes(op, argument, call, got, want):
+    pattern = rf"^rblock\.{op}: {argument} has shape {re.escape(str(got))}, expected {re.escape(str(want))}"
+    with pytest.raises(rblock.InvalidArgument, match=pattern):
+        call()
+
+
+def test_fused_add_rms_norm_requires_a_weight():
+    with pytest.raises(rblock.InvalidArgument, match=r"^rblock\.fused_add_rms_norm: weight is required"):
+        rblock.fused_add_rms_norm(x2d(), x2d(), None)
+
+
+@pytest.mark.parametrize(
+    "residual",
+    [x2d(4, 7), x2d(2, 4, 8), x2d(dtype=torch.bfloat16)],
+    ids=["fewer_columns", "more_dims", "other_dtype"],
+)
+def test_fused_add_rms_norm_residual_must_match_x(residual):
+    with pytest.raises(rblock.InvalidArgument, match=r"^rblock\.fused_add_rms_norm: residual is .*expected x's"):
+        rblock.fused_add_rms_norm(x2d(), residual, torch.ones(8))
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# cross_entropy
+# ---------------------------------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("logits", [x2d(2, 3, 4), x2d(2, 3, 4, 5), x2d(4)], ids=["3d", "4d", "1d"])
+def test_cross_entropy_takes_2d_logits(logits):
+    target = torch.zeros(logits.shape[0], dtype=LONG)
+    with pytest.raises(rblock.InvalidArgument, match=r"^rblock\.cross_entropy: logits has"):
+        rblock.cross_entropy(logits, target)
+
+
+@pytest.mark.parametrize("shape", [(3,), (5,), (4, 1), (1, 4)], ids=str)
+def test_cross_entropy_target_shape(shape):
+    pattern = rf"^rblock\.cross_entropy: target has shape {re.escape(str(list(shape)))}, expected \[4\]"
+    with pytest.raises(rblock.InvalidArgument, match=pattern):
+        rblock.cross_entropy(x2d(), torch.zeros(shape, dtype=LONG))
+
+
+def test_cross_entropy_scalar_target():
+    with pytest.raises(rblock.InvalidArgument, match=r"^rblock\.cross_entropy: target has 0 dims"):
+        rblock.cross_entropy(x2d(), torch.tensor(0))
+
+
+@pytest.mark.parametrize("reduction", ["avg", "MEAN", "", None], ids=repr)
+def test_cross_entropy_reduction(reduction):
+    pattern = r"^rblock\.cross_entropy: reduction is .*; allowed: 'mean', 'sum', 'none'"
+    with pytest.raises(rblock.InvalidArgument, match=pattern):
+        rblock.cross_entropy(x2d(), torch.zeros(4, dtype=LONG), reduction=reduction)
+
+
+def test_cross_entropy_without_classes():
+    with pytest.raises(rblock.InvalidArgument, match=r"^rblock\.cross_entropy: logits has no classes"):
+        rblock.cross_entropy(x2d(4, 0), torch.zeros(4, dtype=LONG))
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# Reductions without an identity
+# ---------------------------------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("dim", [-1, (0, 1)], ids=str)
+@pytest.mark.parametrize("op", ["amax", "amin"])
+def test_amax_and_amin_over_an_empty_dim(op, dim):
+    pattern = rf"^rblock\.{op}: dim reduces over an empty dim of shape \[3, 0\]"
+    with pytest.raises(rblock.InvalidArgument, match=pattern):
+        getattr(rblock, op)(torch.randn(3, 0), dim)
+
+
+@pytest.mark.parametrize("op", ["amax", "amin"])
+def test_amax_over_a_non_empty_dim_of_an_empty_tensor_is_fine(op):
+    """Only the reduced dims must be non-empty: (0, 5) reduced over dim 1 is an empty result, as in PyTorch."""
+    out = getattr(rblock, op)(torch.randn(0, 5), 1)
+    assert out.shape == (0,) and out.dtype == torch.float32
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# settings and Config
+# ---------------------------------------------------------------------------------------------------------------
+
+
+def test_settings_rejects_an_unknown_strategy():
+    pattern = r"^rblock\.settings: strategy must be 'auto', 'persistent' or 'looped', got 'fast'"
+    with pytest.raises(ValueError, match=pattern):
+        with rblock.settings(strategy="fast"):
+            pass
+
+
+def test_settings_rejects_a_config_that_is_not_a_config():
+    with pytest.raises(TypeError, match=r"^rblock\.settings: config must be an rblock\.Config"):
+        with rblock.settings(config={"kind": "looped"}):
+            pass
+
+
+@pytest.mark.parametrize("kind", ["persistent", "persistent_rblock"])
+def test_persistent_config_shorter_than_the_row_is_refused(kind):
+    x = x2d(5, 1000)
+    with pytest.raises(rblock.InvalidArgument, match=r"^rblock\.settings: config .*RBLOCK 256.*1000"):
+        with rblock.settings(config=rblock.Config(kind, 1, 256, 2)):
+            rblock.sum(x, -1)
+
+
+@pytest.mark.parametrize("field", ["XBLOCK", "RBLOCK", "num_warps"])
+def test_config_fields_must_be_powers_of_two(field):
+    values = {"XBLOCK": 1, "RBLOCK": 64, "num_warps": 2, field: 3}
+    with pytest.raises((ValueError, AssertionError), match=field):
+        rblock.Config("looped", **values)
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# rblock.compile: what cannot be fused
+# ---------------------------------------------------------------------------------------------------------------
+
+
+def cumsum_then_sum(x):
+    return torch.cumsum(x, -1).sum(-1)
+
+
+def sort_values(x):
+    return torch.sort(x, -1).values
+
+
+def top_value(x):
+    return torch.topk(x, 2, -1).values.sum(-1)
+
+
+def matmul(x):
+    return (x @ x.t()).sum(-1)
+
+
+def any_positive(x):
+    return (x > 0).any(-1)
+
+
+def vector_norm(x):
+    return torch.linalg.vector_norm(x, dim=-1)
+
+
+@pytest.mark.parametrize(
+    ("fn", "op"),
+    [
+        (cumsum_then_sum, "cumsum"),
+        (sort_values, "sort"),
+        (top_value, "topk"),
+        (matmul, "mm"),
+        (any_positive, "any"),
+        (vector_norm, "vector_norm"),
+    ],
+    ids=lambda v: v if isinstance(v, str) else "",
+)
+def test_compile_of_an_unsupported_op_names_it(fn, op):
+    with pytest.raises(rblock.UnsupportedOperation, match=rf"^rblock\.compile\({fn.__name__}\): .*{op}"):
+        rblock.compile(fn)(x2d())
+
+
+def sums_over_rows_and_columns(x):
+    return x.sum(0).sum() + x.sum(1).sum()
+
+
+def returns_both_sums(x):
+    return x.sum(0), x.sum(1)
+
+
+def softmax_of_a_column_sum(x):
+    return torch.softmax(x, -1) * x.sum(0)
+
+
+@pytest.mark.parametrize(
+    "fn", [sums_over_rows_and_columns, returns_both_sums, softmax_of_a_column_sum], ids=lambda f: f.__name__
+)
+def test_compile_of_reductions_over_different_dims(fn):
+    with pytest.raises(rblock.UnsupportedOperation, match=rf"^rblock\.compile\({fn.__name__}\): .*different"):
+        rblock.compile(fn)(x2d())
+
+
+def test_compile_of_a_float64_function():
+    with pytest.raises(rblock.UnsupportedOperation, match=r"float64"):
+        rblock.compile(lambda x: x.sum(-1))(x2d().double())
+
+
+def test_compile_of_a_function_returning_no_tensor():
+    with pytest.raises(rblock.UnsupportedOperation, match=r"^rblock\.compile\(three\): .*no tensor"):
+        rblock.compile(lambda x: 3, name="three")(x2d())
+
+
+def test_compile_of_a_function_that_fails_says_so():
+    def broken(x):
+        raise RuntimeError("boom")
+
+    pattern = r"^rblock\.compile\(broken\): tracing failed: RuntimeError: boom"
+    with pytest.raises(rblock.UnsupportedOperation, match=pattern):
+        rblock.compile(broken)(x2d())

@@ -1,0 +1,692 @@
+"""rblock's ops give what PyTorch gives: values (within a per-dtype tolerance of a float64 reference), dtype and
+shape, for every strategy, dtype, row length, memory layout and the special values NaN, +-inf and empty."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+import pytest
+import torch
+import torch.nn.functional as F
+
+import rblock
+from conftest import (
+    DTYPES,
+    RMS_NORM_DEFAULT_EPS,
+    TOLERANCES,
+    assert_matches,
+    check_against_torch,
+    dtype_id,
+    strategies,
+    sum_scale,
+    upcast,
+)
+
+# ---------------------------------------------------------------------------------------------------------------
+# The ops, each over the last dim of an (M, N) tensor, next to its PyTorch definition.
+# ---------------------------------------------------------------------------------------------------------------
+
+
+def _no_extra(make, m, n, dtype):
+    return []
+
+
+def _weight(make, m, n, dtype):
+    return [make(n, dtype=dtype)]
+
+
+def _weight_bias(make, m, n, dtype):
+    return [make(n, dtype=dtype), make(n, dtype=dtype)]
+
+
+def _target(make, m, n, dtype):
+    return [torch.randint(0, n, (m,), generator=make.generator)]
+
+
+def _residual_weight(make, m, n, dtype):
+    return [make(m, n, dtype=dtype), make(n, dtype=dtype)]
+
+
+@dataclass(frozen=True)
+class RowOp:
+    name: str
+    rblock_fn: Callable
+    torch_fn: Callable
+    extra: Callable = field(default=_no_extra)  # (make, M, N, dtype) -> the inputs after x
+    is_sum: bool = False  # absolute error grows like sqrt(N)
+
+    def inputs(self, make, x: torch.Tensor) -> list[torch.Tensor]:
+        m, n = x.shape
+        return [x, *self.extra(make, m, n, x.dtype)]
+
+    def check(self, inputs, strategy, **kw):
+        scale = sum_scale(inputs[0].shape[-1]) if self.is_sum else 1.0
+        check_against_torch(self.rblock_fn, self.torch_fn, inputs, strategy=strategy, atol_scale=scale, **kw)
+
+
+ROW_OPS = [
+    RowOp("sum", lambda x: rblock.sum(x, -1), lambda x: torch.sum(x, -1), is_sum=True),
+    RowOp("mean", lambda x: rblock.mean(x, -1), lambda x: torch.mean(x, -1)),
+    RowOp("amax", lambda x: rblock.amax(x, -1), lambda x: torch.amax(x, -1)),
+    RowOp("amin", lambda x: rblock.amin(x, -1), lambda x: torch.amin(x, -1)),
+    RowOp("logsumexp", lambda x: rblock.logsumexp(x, -1), lambda x: torch.logsumexp(x, -1)),
+    RowOp("var", lambda x: rblock.var(x, -1), lambda x: torch.var(x, -1)),
+    RowOp("std", lambda x: rblock.std(x, -1), lambda x: torch.std(x, -1)),
+    RowOp("softmax", lambda x: rblock.softmax(x, -1), lambda x: torch.softmax(x, -1)),
+    RowOp("log_softmax", lambda x: rblock.log_softmax(x, -1), lambda x: torch.log_softmax(x, -1)),
+    RowOp(
+        "rms_norm",
+        lambda x, w: rblock.rms_norm(x, x.shape[-1:], w),
+        lambda x, w: F.rms_norm(x, x.shape[-1:], w, eps=RMS_NORM_DEFAULT_EPS),
+        _weight,
+    ),
+    RowOp(
+        "layer_norm",
+        lambda x, w, b: rblock.layer_norm(x, x.shape[-1:], w, b),
+        lambda x, w, b: F.layer_norm(x, x.shape[-1:], w, b),
+        _weight_bias,
+    ),
+    RowOp(
+        "cross_entropy",
+        lambda x, t: rblock.cross_entropy(x, t),
+        lambda x, t: F.cross_entropy(x, t),
+        _target,
+    ),
+    RowOp(
+        "fused_add_rms_norm",
+        lambda x, r, w: rblock.fused_add_rms_norm(x, r, w),
+        lambda x, r, w: (F.rms_norm(x + r, x.shape[-1:], w, eps=1e-6), x + r),
+        _residual_weight,
+    ),
+]
+ROW_OP_IDS = [op.name for op in ROW_OPS]
+OPS_BY_NAME = {op.name: op for op in ROW_OPS}
+
+# (rows, row length): row lengths 1, 3, small and large non-powers of two and powers of two; row counts that are
+# not multiples of a typical XBLOCK. Every shape stays under ~12k elements (Triton's interpreter is slow).
+ROW_SHAPES = [(7, 1), (7, 3), (7, 37), (5, 127), (5, 300), (5, 1000), (3, 2049), (3, 4096)]
+SHAPE_IDS = [f"{m}x{n}" for m, n in ROW_SHAPES]
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# Every op x strategy x dtype x row length
+# ---------------------------------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(("m", "n"), ROW_SHAPES, ids=SHAPE_IDS)
+@pytest.mark.parametrize("op", ROW_OPS, ids=ROW_OP_IDS)
+def test_op_matches_pytorch_over_last_dim(op, m, n, dtype, strategy, make):
+    op.check(op.inputs(make, make(m, n, dtype=dtype)), strategy, equal_nan=True)
+
+
+@pytest.mark.parametrize("n", [1, 1000])
+@pytest.mark.parametrize("op", ROW_OPS, ids=ROW_OP_IDS)
+def test_op_matches_pytorch_on_a_single_row(op, n, strategy, make):
+    op.check(op.inputs(make, make(1, n)), strategy, equal_nan=True)
+
+
+@pytest.mark.parametrize("op", ROW_OPS, ids=ROW_OP_IDS)
+def test_op_matches_pytorch_on_a_1d_input(op, strategy, make):
+    if op.name in ("cross_entropy", "fused_add_rms_norm"):
+        pytest.skip(f"{op.name} takes 2-D inputs")
+    x = make(300)
+    op.check([x, *op.extra(make, 1, 300, x.dtype)], strategy)
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# Memory layouts: strided views, storage offsets, transposes
+# ---------------------------------------------------------------------------------------------------------------
+
+M, N = 5, 300
+LAYOUTS = {
+    "every_other_column": lambda make, dt: make(M, 2 * N, dtype=dt)[:, ::2],
+    "slice_with_storage_offset": lambda make, dt: make(M + 1, N + 2, dtype=dt)[1:, 2:],
+    "transposed": lambda make, dt: make(N, M, dtype=dt).t(),
+    "row_stride_padding": lambda make, dt: make(M, N + 13, dtype=dt)[:, :N],
+    "one_row_broadcast_to_all": lambda make, dt: make(1, N, dtype=dt).expand(M, N),
+    "one_value_broadcast_along_each_row": lambda make, dt: make(M, 1, dtype=dt).expand(M, N),
+}
+
+
+@pytest.mark.parametrize("layout", list(LAYOUTS))
+@pytest.mark.parametrize("op", ROW_OPS, ids=ROW_OP_IDS)
+def test_op_reads_non_contiguous_views(op, layout, strategy, make):
+    x = LAYOUTS[layout](make, torch.float32)
+    assert x.shape == (M, N) and not x.is_contiguous()
+    op.check(op.inputs(make, x), strategy)
+
+
+@pytest.mark.parametrize("layout", ["every_other_column", "transposed"])
+def test_fused_add_rms_norm_reads_a_non_contiguous_residual(layout, strategy, make):
+    x = make(M, N)
+    residual = LAYOUTS[layout](make, torch.float32)
+    op = OPS_BY_NAME["fused_add_rms_norm"]
+    op.check([x, residual, make(N)], strategy)
+
+
+def test_op_does_not_write_to_its_input(make, strategy):
+    x = make(5, 300)
+    before = x.clone()
+    with rblock.settings(strategy=strategy):
+        rblock.softmax(x, -1)
+        rblock.fused_add_rms_norm(x, x, make(300))
+    torch.testing.assert_close(x, before, rtol=0, atol=0)
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# Reductions over other dims: dim 0, 3-D inputs, tuples of dims, keepdim
+# ---------------------------------------------------------------------------------------------------------------
+
+DIM_OPS = {
+    "sum": (rblock.sum, torch.sum),
+    "mean": (rblock.mean, torch.mean),
+    "amax": (rblock.amax, torch.amax),
+    "amin": (rblock.amin, torch.amin),
+    "logsumexp": (rblock.logsumexp, torch.logsumexp),
+    "var": (rblock.var, torch.var),
+    "std": (rblock.std, torch.std),
+}
+SOFTMAX_OPS = {"softmax": (rblock.softmax, torch.softmax), "log_softmax": (rblock.log_softmax, torch.log_softmax)}
+
+
+def _reduce_case(name: str, dim, keepdim: bool):
+    ours, theirs = DIM_OPS[name]
+    return (lambda x: ours(x, dim, keepdim=keepdim)), (lambda x: theirs(x, dim, keepdim=keepdim))
+
+
+def _count(shape, dim) -> int:
+    dims = (dim,) if isinstance(dim, int) else dim
+    return math.prod(shape[d] for d in dims)
+
+
+@pytest.mark.parametrize("keepdim", [False, True])
+@pytest.mark.parametrize("n", [37, 1000])
+@pytest.mark.parametrize("transposed", [False, True], ids=["contiguous", "transposed_view"])
+@pytest.mark.parametrize("name", list(DIM_OPS))
+def test_reduction_over_dim_0(name, transposed, n, keepdim, strategy, make):
+    """(N, M) tensors reduced over dim 0: r strided across rows (contiguous), or r contiguous (x.t())."""
+    x = make(5, n).t() if transposed else make(n, 5)
+    ours, theirs = _reduce_case(name, 0, keepdim)
+    check_against_torch(ours, theirs, [x], strategy=strategy, atol_scale=sum_scale(n))
+
+
+@pytest.mark.parametrize("n", [37, 1000])
+@pytest.mark.parametrize("transposed", [False, True], ids=["contiguous", "transposed_view"])
+@pytest.mark.parametrize("name", list(SOFTMAX_OPS))
+def test_softmax_over_dim_0(name, transposed, n, strategy, make):
+    x = make(5, n).t() if transposed else make(n, 5)
+    ours, theirs = SOFTMAX_OPS[name]
+    check_against_torch(lambda t: ours(t, 0), lambda t: theirs(t, 0), [x], strategy=strategy)
+
+
+@pytest.mark.parametrize("name", ["sum", "mean", "amax", "var"])
+def test_reduction_over_dim_0_of_a_broadcast_tensor(name, strategy, make):
+    """x = v.expand(N, M): stride 0 along the reduced dim; every column is constant."""
+    ours, theirs = _reduce_case(name, 0, False)
+    check_against_torch(ours, theirs, [make(5).expand(300, 5)], strategy=strategy, atol_scale=sum_scale(300))
+
+
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16], ids=dtype_id)
+@pytest.mark.parametrize("name", ["sum", "amax", "var"])
+def test_reduction_over_dim_0_in_16_bit(name, dtype, strategy, make):
+    ours, theirs = _reduce_case(name, 0, False)
+    check_against_torch(ours, theirs, [make(300, 5, dtype=dtype)], strategy=strategy, atol_scale=sum_scale(300))
+
+
+SHAPE_3D = (4, 6, 50)
+DIMS_3D = [2, 1, 0, -1, (1, 2), (0, 2), (0, 1), (2, 0), (0, 1, 2)]
+
+
+@pytest.mark.parametrize("keepdim", [False, True])
+@pytest.mark.parametrize("dim", DIMS_3D, ids=str)
+@pytest.mark.parametrize("name", list(DIM_OPS))
+def test_reduction_of_3d_input(name, dim, keepdim, strategy, make):
+    x = make(*SHAPE_3D)
+    ours, theirs = _reduce_case(name, dim, keepdim)
+    check_against_torch(ours, theirs, [x], strategy=strategy, atol_scale=sum_scale(_count(SHAPE_3D, dim)))
+
+
+@pytest.mark.parametrize("dim", [(1, 2), [1, 2], (0, 2)], ids=["tuple", "list", "outer_and_inner"])
+@pytest.mark.parametrize("name", ["sum", "mean"])
+def test_reduction_over_dims_of_a_3d_view(name, dim, strategy, make):
+    x = make(6, 4, 100)[1:5, :, ::2].transpose(0, 1)  # (4, 4, 50), no dim contiguous
+    ours, theirs = DIM_OPS[name]
+    check_against_torch(
+        lambda t: ours(t, dim), lambda t: theirs(t, tuple(dim)), [x], strategy=strategy, atol_scale=sum_scale(200)
+    )
+
+
+@pytest.mark.parametrize("dim", [0, 1, 2, -1])
+@pytest.mark.parametrize("name", list(SOFTMAX_OPS))
+def test_softmax_of_3d_input(name, dim, strategy, make):
+    ours, theirs = SOFTMAX_OPS[name]
+    check_against_torch(lambda t: ours(t, dim), lambda t: theirs(t, dim), [make(*SHAPE_3D)], strategy=strategy)
+
+
+@pytest.mark.parametrize("normalized_shape", [(50,), (6, 50)], ids=["last_dim", "last_two_dims"])
+@pytest.mark.parametrize("affine", [False, True], ids=["no_weight", "weight"])
+def test_rms_norm_of_3d_input(normalized_shape, affine, dtype, strategy, make):
+    x = make(*SHAPE_3D, dtype=dtype)
+    w = make(*normalized_shape, dtype=dtype) if affine else None
+    check_against_torch(
+        lambda x, w: rblock.rms_norm(x, normalized_shape, w),
+        lambda x, w: F.rms_norm(x, normalized_shape, w, eps=RMS_NORM_DEFAULT_EPS),
+        [x, w],
+        strategy=strategy,
+    )
+
+
+@pytest.mark.parametrize("normalized_shape", [(50,), (6, 50)], ids=["last_dim", "last_two_dims"])
+@pytest.mark.parametrize("affine", [False, True], ids=["no_affine", "affine"])
+def test_layer_norm_of_3d_input(normalized_shape, affine, dtype, strategy, make):
+    x = make(*SHAPE_3D, dtype=dtype)
+    w, b = (make(*normalized_shape, dtype=dtype), make(*normalized_shape, dtype=dtype)) if affine else (None, None)
+    check_against_torch(
+        lambda x, w, b: rblock.layer_norm(x, normalized_shape, w, b),
+        lambda x, w, b: F.layer_norm(x, normalized_shape, w, b),
+        [x, w, b],
+        strategy=strategy,
+    )
+
+
+def test_fused_add_rms_norm_of_3d_input_normalizes_the_last_dim(dtype, strategy, make):
+    x, r, w = make(*SHAPE_3D, dtype=dtype), make(*SHAPE_3D, dtype=dtype), make(SHAPE_3D[-1], dtype=dtype)
+    check_against_torch(
+        lambda x, r, w: rblock.fused_add_rms_norm(x, r, w, eps=1e-5),
+        lambda x, r, w: (F.rms_norm(x + r, (SHAPE_3D[-1],), w, eps=1e-5), x + r),
+        [x, r, w],
+        strategy=strategy,
+    )
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# Arguments: correction, eps, optional weights
+# ---------------------------------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("keepdim", [False, True])
+@pytest.mark.parametrize("correction", [0, 1, 2])
+@pytest.mark.parametrize("name", ["var", "std"])
+def test_var_and_std_correction(name, correction, keepdim, strategy, make):
+    ours, theirs = DIM_OPS[name]
+    check_against_torch(
+        lambda x: ours(x, -1, keepdim=keepdim, correction=correction),
+        lambda x: theirs(x, -1, keepdim=keepdim, correction=correction),
+        [make(5, 300)],
+        strategy=strategy,
+    )
+
+
+@pytest.mark.parametrize("n", [1, 2])
+def test_var_with_no_degrees_of_freedom_is_nan_like_pytorch(n, strategy, make):
+    """correction >= row length: PyTorch divides by max(N - correction, 0) and gives NaN or inf."""
+    check_against_torch(
+        lambda x: rblock.var(x, -1, correction=2),
+        lambda x: torch.var(x, -1, correction=2),
+        [make(4, n)],
+        strategy=strategy,
+        equal_nan=True,
+    )
+
+
+@pytest.mark.parametrize("eps", [1e-6, 0.5])
+def test_rms_norm_explicit_eps(eps, strategy, make):
+    check_against_torch(
+        lambda x, w: rblock.rms_norm(x, (300,), w, eps=eps),
+        lambda x, w: F.rms_norm(x, (300,), w, eps=eps),
+        [make(5, 300), make(300)],
+        strategy=strategy,
+    )
+
+
+@pytest.mark.parametrize("dtype", DTYPES, ids=dtype_id)
+def test_rms_norm_default_eps_is_float32_eps_like_pytorch(dtype, strategy):
+    """PyTorch: eps=None means torch.finfo(torch.float32).eps for float16, bfloat16 and float32 inputs. On a row of
+    small values the difference to finfo(x.dtype).eps is far outside any tolerance."""
+    x = torch.full((3, 64), 1e-2).to(dtype)
+    x[1] *= -3.0
+    check_against_torch(
+        lambda x: rblock.rms_norm(x, (64,)),
+        lambda x: F.rms_norm(x, (64,), eps=RMS_NORM_DEFAULT_EPS),
+        [x],
+        strategy=strategy,
+    )
+
+
+@pytest.mark.parametrize("eps", [1e-5, 0.25])
+@pytest.mark.parametrize("parts", ["none", "weight", "bias", "both"])
+def test_layer_norm_optional_weight_bias_and_eps(parts, eps, strategy, make):
+    w = make(300) if parts in ("weight", "both") else None
+    b = make(300) if parts in ("bias", "both") else None
+    check_against_torch(
+        lambda x, w, b: rblock.layer_norm(x, (300,), w, b, eps=eps),
+        lambda x, w, b: F.layer_norm(x, (300,), w, b, eps=eps),
+        [make(5, 300), w, b],
+        strategy=strategy,
+    )
+
+
+@pytest.mark.parametrize("name", ["var", "std", "layer_norm"])
+def test_statistics_of_values_with_a_large_mean_are_accurate(name, strategy, make):
+    """mean/std = 100: a one-pass E[x^2] - E[x]^2 would lose ~4 digits in float32; PyTorch loses none. The mean
+    itself can only be known to about an ulp of 100, so layer_norm's outputs get 8 ulps of 100 as atol."""
+    op = OPS_BY_NAME[name]
+    ulp = torch.finfo(torch.float32).eps * 64  # the spacing of float32 values in [64, 128)
+    inputs = op.inputs(make, 100.0 + make(5, 1000))
+    atol = TOLERANCES[torch.float32][0]
+    check_against_torch(op.rblock_fn, op.torch_fn, inputs, strategy=strategy, atol_scale=max(1.0, 8 * ulp / atol))
+
+
+def test_layer_norm_of_a_constant_row_is_the_bias(strategy):
+    x = torch.full((3, 100), 7.0)
+    b = torch.linspace(-1, 1, 100)
+    check_against_torch(
+        lambda x, b: rblock.layer_norm(x, (100,), None, b),
+        lambda x, b: F.layer_norm(x, (100,), None, b),
+        [x, b],
+        strategy=strategy,
+    )
+
+
+def test_softmax_rows_sum_to_one(dtype, strategy, make):
+    x = make(5, 1000, dtype=dtype, scale=5.0)
+    with rblock.settings(strategy=strategy):
+        y = rblock.softmax(x, -1)
+    torch.testing.assert_close(y.double().sum(-1), torch.ones(5, dtype=torch.float64), atol=0.05, rtol=0)
+
+
+def test_softmax_of_large_logits_does_not_overflow(strategy):
+    x = torch.tensor([[1000.0, 999.0, 998.0], [-1000.0, -999.0, -998.0]])
+    check_against_torch(lambda x: rblock.softmax(x, -1), lambda x: torch.softmax(x, -1), [x], strategy=strategy)
+    check_against_torch(lambda x: rblock.logsumexp(x, -1), lambda x: torch.logsumexp(x, -1), [x], strategy=strategy)
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# cross_entropy
+# ---------------------------------------------------------------------------------------------------------------
+
+CE_SHAPES = [(7, 5), (6, 1000)]
+
+
+@pytest.mark.parametrize(("m", "c"), CE_SHAPES, ids=[f"{m}x{c}" for m, c in CE_SHAPES])
+@pytest.mark.parametrize("reduction", ["mean", "sum", "none"])
+def test_cross_entropy_with_ignored_rows(reduction, m, c, dtype, strategy, make, make_target):
+    logits, target = make(m, c, dtype=dtype), make_target(m, c)
+    target[::3] = -100
+    check_against_torch(
+        lambda x, t: rblock.cross_entropy(x, t, reduction=reduction),
+        lambda x, t: F.cross_entropy(x, t, reduction=reduction),
+        [logits, target],
+        strategy=strategy,
+        atol_scale=sum_scale(m) if reduction == "sum" else 1.0,
+    )
+
+
+@pytest.mark.parametrize("reduction", ["mean", "sum", "none"])
+def test_cross_entropy_custom_ignore_index(reduction, strategy, make):
+    logits = make(6, 40)
+    target = torch.tensor([0, 3, 3, 39, 3, 7])
+    check_against_torch(
+        lambda x, t: rblock.cross_entropy(x, t, ignore_index=3, reduction=reduction),
+        lambda x, t: F.cross_entropy(x, t, ignore_index=3, reduction=reduction),
+        [logits, target],
+        strategy=strategy,
+    )
+
+
+@pytest.mark.parametrize("reduction", ["mean", "sum", "none"])
+def test_cross_entropy_with_every_row_ignored(reduction, strategy, make):
+    """PyTorch: mean over no rows is NaN, sum is 0, per-row losses are 0."""
+    check_against_torch(
+        lambda x, t: rblock.cross_entropy(x, t, reduction=reduction),
+        lambda x, t: F.cross_entropy(x, t, reduction=reduction),
+        [make(4, 10), torch.full((4,), -100)],
+        strategy=strategy,
+        equal_nan=True,
+    )
+
+
+@pytest.mark.parametrize("bad", [10, 11, -1, 10**6], ids=["C", "C+1", "minus_1", "huge"])
+def test_cross_entropy_out_of_range_target_gives_nan_for_that_row(bad, strategy, make, make_target):
+    """Documented deviation: PyTorch raises; rblock gives NaN for that row (and so NaN for mean and sum)."""
+    logits, target = make(5, 10), make_target(5, 10)
+    target[2] = bad
+    with rblock.settings(strategy=strategy):
+        per_row = rblock.cross_entropy(logits, target, reduction="none")
+        total = rblock.cross_entropy(logits, target, reduction="sum")
+        mean = rblock.cross_entropy(logits, target, reduction="mean")
+    assert per_row.shape == (5,) and per_row.dtype == logits.dtype
+    assert torch.isnan(per_row[2])
+    ok = torch.tensor([True, True, False, True, True])
+    expected = F.cross_entropy(logits[ok], target[ok], reduction="none")
+    assert_matches(per_row[ok], expected, F.cross_entropy(logits[ok].double(), target[ok], reduction="none"))
+    assert torch.isnan(total) and torch.isnan(mean)
+
+
+def test_cross_entropy_int32_target_is_refused_or_same_as_int64(strategy, make, make_target):
+    """PyTorch takes int64 targets. rblock may refuse an int32 target (InvalidDtype naming target) or accept it; if
+    it accepts it, the result is that of the same target as int64."""
+    logits, target = make(5, 40), make_target(5, 40)
+    target[1] = -100
+    try:
+        with rblock.settings(strategy=strategy):
+            out = rblock.cross_entropy(logits, target.to(torch.int32), reduction="none")
+    except rblock.InvalidDtype as e:
+        assert "target" in str(e)
+        return
+    expected = F.cross_entropy(logits, target, reduction="none")
+    assert_matches(out, expected, F.cross_entropy(logits.double(), target, reduction="none"))
+
+
+def test_cross_entropy_of_one_class_is_zero(strategy):
+    check_against_torch(
+        lambda x, t: rblock.cross_entropy(x, t, reduction="none"),
+        lambda x, t: F.cross_entropy(x, t, reduction="none"),
+        [torch.randn(4, 1), torch.zeros(4, dtype=torch.int64)],
+        strategy=strategy,
+    )
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# NaN and infinity
+# ---------------------------------------------------------------------------------------------------------------
+
+# Where special values are put, as (settings, row length): persistent, looped, and looped with many small chunks
+# (so a special value meets the running state of an earlier chunk).
+SPECIAL_SETTINGS = {
+    **{s: dict(strategy=s) for s in strategies},
+    "looped_chunks_of_64": dict(config=rblock.Config("looped", 2, 64, 2)),
+}
+NAN_OPS = ["sum", "mean", "amax", "amin", "logsumexp", "var", "std", "softmax", "log_softmax", "rms_norm", "layer_norm"]
+
+
+def _check_special(op: RowOp, x: torch.Tensor, settings: dict, make) -> None:
+    inputs = op.inputs(make, x)
+    with rblock.settings(**settings):
+        out = op.rblock_fn(*inputs)
+    expected = op.torch_fn(*inputs)
+    assert_matches(out, expected, op.torch_fn(*upcast(inputs)), atol_scale=sum_scale(x.shape[-1]), equal_nan=True)
+
+
+@pytest.mark.parametrize("position", ["first", "middle", "last"])
+@pytest.mark.parametrize("where", list(SPECIAL_SETTINGS))
+@pytest.mark.parametrize("name", NAN_OPS)
+def test_nan_in_a_row_propagates_like_pytorch(name, where, position, make):
+    x = make(4, 300)
+    x[1, {"first": 0, "middle": 150, "last": 299}[position]] = math.nan
+    _check_special(OPS_BY_NAME[name], x, SPECIAL_SETTINGS[where], make)
+
+
+def test_nan_in_cross_entropy_logits_gives_nan_for_that_row(strategy, make):
+    logits, target = make(4, 300), torch.tensor([1, 2, 3, 4])
+    logits[1, 200] = math.nan
+    check_against_torch(
+        lambda x, t: rblock.cross_entropy(x, t, reduction="none"),
+        lambda x, t: F.cross_entropy(x, t, reduction="none"),
+        [logits, target],
+        strategy=strategy,
+        equal_nan=True,
+    )
+
+
+INF = math.inf
+SPECIAL_ROWS = {
+    "all_minus_inf": lambda n: [-INF] * n,
+    "one_plus_inf": lambda n: [1.0] * (n // 2) + [INF] + [2.0] * (n - n // 2 - 1),
+    "one_minus_inf": lambda n: [1.0] * (n // 2) + [-INF] + [2.0] * (n - n // 2 - 1),
+    "plus_and_minus_inf": lambda n: [INF] + [0.5] * (n - 2) + [-INF],
+    "all_plus_inf": lambda n: [INF] * n,
+    "minus_inf_then_finite": lambda n: [-INF] * (n - 1) + [3.0],
+}
+INF_OPS = ["amax", "amin", "logsumexp", "softmax", "log_softmax", "sum"]
+
+
+@pytest.mark.parametrize("row", list(SPECIAL_ROWS))
+@pytest.mark.parametrize("where", list(SPECIAL_SETTINGS))
+@pytest.mark.parametrize("name", INF_OPS)
+def test_infinities_in_a_row_like_pytorch(name, where, row, make):
+    x = make(3, 200)
+    x[1] = torch.tensor(SPECIAL_ROWS[row](200))
+    _check_special(OPS_BY_NAME[name], x, SPECIAL_SETTINGS[where], make)
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# Empty tensors
+# ---------------------------------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("op", ROW_OPS, ids=ROW_OP_IDS)
+def test_no_rows_gives_an_empty_result(op, strategy, make):
+    if op.name == "cross_entropy":
+        pytest.skip("cross_entropy over no rows is a scalar: see test_cross_entropy_of_no_rows")
+    op.check(op.inputs(make, make(0, 300)), strategy)
+
+
+@pytest.mark.parametrize("reduction", ["mean", "sum", "none"])
+def test_cross_entropy_of_no_rows(reduction, strategy):
+    check_against_torch(
+        lambda x, t: rblock.cross_entropy(x, t, reduction=reduction),
+        lambda x, t: F.cross_entropy(x, t, reduction=reduction),
+        [torch.randn(0, 7), torch.zeros(0, dtype=torch.int64)],
+        strategy=strategy,
+        equal_nan=True,
+    )
+
+
+@pytest.mark.parametrize("keepdim", [False, True])
+@pytest.mark.parametrize("name", ["sum", "mean", "logsumexp", "var", "std"])
+def test_reduction_over_an_empty_dim_gives_the_identity_like_pytorch(name, keepdim, strategy):
+    """sum -> 0, mean/var/std -> NaN, logsumexp -> -inf, one value per row."""
+    ours, theirs = _reduce_case(name, -1, keepdim)
+    check_against_torch(ours, theirs, [torch.randn(3, 0)], strategy=strategy, equal_nan=True)
+
+
+def test_sum_over_empty_dim_0_is_zeros(strategy):
+    check_against_torch(lambda x: rblock.sum(x, 0), lambda x: torch.sum(x, 0), [torch.randn(0, 4)], strategy=strategy)
+
+
+@pytest.mark.parametrize("name", list(SOFTMAX_OPS))
+@pytest.mark.parametrize("shape", [(3, 0), (0, 3), (0, 0)], ids=str)
+def test_softmax_of_empty_tensor(name, shape, strategy):
+    ours, theirs = SOFTMAX_OPS[name]
+    check_against_torch(lambda x: ours(x, -1), lambda x: theirs(x, -1), [torch.randn(*shape)], strategy=strategy)
+
+
+def test_rms_norm_of_no_rows_in_3d(strategy, make):
+    check_against_torch(
+        lambda x: rblock.rms_norm(x, (6, 50)),
+        lambda x: F.rms_norm(x, (6, 50), eps=RMS_NORM_DEFAULT_EPS),
+        [make(0, 6, 50)],
+        strategy=strategy,
+    )
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# Explicit configs
+# ---------------------------------------------------------------------------------------------------------------
+
+CONFIGS = [
+    rblock.Config("persistent", 1, 1024, 4),
+    rblock.Config("persistent", 2, 1024, 4),
+    rblock.Config("persistent", 4, 1024, 8),
+    rblock.Config("persistent", 8, 1024, 8),
+    rblock.Config("looped", 1, 64, 2),
+    rblock.Config("looped", 1, 256, 4),
+    rblock.Config("looped", 2, 64, 2),
+    rblock.Config("looped", 2, 256, 4),
+    rblock.Config("looped", 4, 128, 2, num_stages=2),
+    rblock.Config("persistent_rblock", 1, 1024, 4, no_rblock_scaling=True),
+    rblock.Config("persistent_rblock", 4, 1024, 8, no_rblock_scaling=True),
+]
+CONFIG_OPS = ["rms_norm", "softmax", "log_softmax", "layer_norm", "var", "cross_entropy", "fused_add_rms_norm"]
+
+
+@pytest.mark.parametrize("config", CONFIGS, ids=str)
+@pytest.mark.parametrize("name", CONFIG_OPS)
+def test_explicit_config_gives_correct_results(name, config, make):
+    op = OPS_BY_NAME[name]
+    inputs = op.inputs(make, make(5, 1000))
+    out = _run_with_config(op, inputs, config)
+    expected = op.torch_fn(*inputs)
+    ref = op.torch_fn(*upcast(inputs))
+    for o, e, r in zip(*(v if isinstance(v, tuple) else (v,) for v in (out, expected, ref))):
+        assert_matches(o, e, r)
+
+
+def _run_with_config(op: RowOp, inputs, config):
+    with rblock.settings(config=config):
+        return op.rblock_fn(*inputs)
+
+
+@pytest.mark.parametrize("config", [CONFIGS[1], CONFIGS[6]], ids=str)
+def test_explicit_config_bf16(config, make):
+    op = OPS_BY_NAME["softmax"]
+    inputs = op.inputs(make, make(5, 1000, dtype=torch.bfloat16))
+    assert_matches(_run_with_config(op, inputs, config), op.torch_fn(*inputs), op.torch_fn(*upcast(inputs)))
+
+
+def test_persistent_config_too_small_for_the_row_is_never_silently_wrong(make):
+    """A persistent Config needs RBLOCK >= next_pow2(row length). Asked for less, rblock must either refuse
+    (ValueError / RBlockError) or still compute the whole row; it must not return a partial reduction."""
+    x = make(5, 1000)
+    try:
+        with rblock.settings(config=rblock.Config("persistent", 1, 256, 2)):
+            out = rblock.sum(x, -1)
+    except (ValueError, rblock.RBlockError):
+        return
+    assert_matches(out, torch.sum(x, -1), torch.sum(x.double(), -1), atol_scale=sum_scale(1000))
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# Determinism and strategies agree
+# ---------------------------------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("name", ["sum", "var", "softmax", "layer_norm"])
+def test_same_call_twice_gives_bitwise_identical_results(name, strategy, make):
+    op = OPS_BY_NAME[name]
+    inputs = op.inputs(make, make(5, 1000))
+    with rblock.settings(strategy=strategy):
+        a = op.rblock_fn(*inputs)
+        b = op.rblock_fn(*inputs)
+    torch.testing.assert_close(a, b, rtol=0, atol=0)
+
+
+@pytest.mark.parametrize("name", ["amax", "amin"])
+def test_max_and_min_are_exact(name, dtype, strategy, make):
+    """amax/amin return one of the inputs: no tolerance needed."""
+    x = make(5, 1000, dtype=dtype)
+    ours, theirs = DIM_OPS[name]
+    with rblock.settings(strategy=strategy):
+        out = ours(x, -1)
+    torch.testing.assert_close(out, theirs(x, -1), rtol=0, atol=0)
+
+
+@pytest.mark.parametrize("n", [100, 3000])
+@pytest.mark.parametrize("name", ["softmax", "var", "rms_norm"])
+def test_default_strategy_matches_pytorch(name, n, make):
+    """No settings: rblock picks the strategy itself."""
+    op = OPS_BY_NAME[name]
+    op.check(op.inputs(make, make(3, n)), None)
