@@ -108,3 +108,15 @@ def test_every_candidate_has_a_reason():
     for op in ("rms_norm", "softmax", "cross_entropy", "var"):
         for c in planned(op, 64, 5000):
             assert all(cand.reason for cand in c.plan.candidates)
+
+
+def test_seed_adds_the_single_pass_and_the_inductor_form():
+    (c,) = planned("rms_norm", 2048, 32768)
+    whole_row = [x.config for x in c.plan.candidates if x.config.RBLOCK == 32768]
+    assert {cfg.kind for cfg in whole_row} == {"persistent_rblock", "looped"}
+    assert all(cfg.no_rblock_scaling for cfg in whole_row)
+
+
+def test_looped_only_planning_has_no_seed_candidate():
+    (c,) = planned("rms_norm", 2048, 32768, strategy="looped")
+    assert max(x.config.RBLOCK for x in c.plan.candidates) <= DEFAULT.max_r0_block

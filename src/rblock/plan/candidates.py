@@ -81,17 +81,8 @@ def _looped(f: Features, h: Heuristics, register_intensive: bool) -> list[Candid
     tiny_x = min(next_pow2(tiny_x), 1024)
     tiny_r = min(rp2, max_r)
     tiny = Candidate(Config("looped", tiny_x, tiny_r, warps_for(h, tiny_x * tiny_r)), f"tiny: {tiny_x} rows per program")
-    inner = [contiguous, wider]
-    if max_r < rp2 <= h.seed_max_rnumel and not register_intensive:
-        inner.append(
-            Candidate(
-                Config("looped", 1, rp2, warps_for(h, rp2)),
-                f"one chunk of {rp2} per pass: the second pass re-reads the row while it is still in L2, and no "
-                "register holds it across the reduction",
-            )
-        )
     by_hint = {
-        Hint.INNER: inner,
+        Hint.INNER: [contiguous, wider],
         Hint.OUTER: [outer, Candidate(Config("looped", 32, min(16, rp2), 4), "outer, 32 rows by 16")],
         Hint.OUTER_TINY: [tiny],
         Hint.DEFAULT: [contiguous, outer, tiny],
@@ -114,10 +105,18 @@ def plan(f: Features, h: Heuristics, strategy: str = "auto") -> Plan:
     if ok:
         rblock = next_pow2(f.rnumel)
         xblock = max(h.seed_tile_elems // rblock, 1)
+        warps = warps_for(h, xblock * rblock)
         cands.append(
             Candidate(
-                Config("persistent_rblock", xblock, rblock, warps_for(h, xblock * rblock), no_rblock_scaling=True),
+                Config("persistent_rblock", xblock, rblock, warps, no_rblock_scaling=True),
                 f"persistent RBLOCK: {why}; one pass, the row read once",
+            )
+        )
+        cands.append(  # the same candidate in the form Inductor emits it: the tuner measures which pays
+            Candidate(
+                Config("looped", xblock, rblock, warps, no_rblock_scaling=True),
+                "persistent RBLOCK as Inductor emits it: one chunk per pass, the second pass re-reads the row from "
+                "L2 and no register holds it across the reduction",
             )
         )
     return Plan(default, tuple(cands), register_intensive)
