@@ -20,8 +20,9 @@ def next_pow2(n: int) -> int:
     return 1 << max(n - 1, 0).bit_length()
 
 
-def warps_for(h: Heuristics, elems: int) -> int:
-    return min(max(next_pow2(max(elems // h.elems_per_warp, 1)), h.min_warps), h.max_warps)
+def warps_for(h: Heuristics, elems: int, single_pass: bool = False) -> int:
+    per_warp = h.elems_per_warp_single_pass if single_pass else h.elems_per_warp
+    return min(max(next_pow2(max(elems // per_warp, 1)), h.min_warps), h.max_warps)
 
 
 def persistent_allowed(f: Features, h: Heuristics) -> bool:
@@ -52,7 +53,7 @@ def _persistent(f: Features, h: Heuristics, kind: str = "persistent") -> list[Ca
     out = []
     for xblock in dict.fromkeys([xmax, max(xmax // 4, 1)]):
         elems = xblock * rblock
-        base = warps_for(h, elems)
+        base = warps_for(h, elems, single_pass=True)
         for warps in dict.fromkeys([base, max(base // 2, 1), min(base * 2, h.max_warps)]):
             why = (
                 f"row of {f.rnumel} fits one tile (RBLOCK {rblock}); {xblock} row(s) per program"
@@ -105,13 +106,15 @@ def plan(f: Features, h: Heuristics, strategy: str = "auto") -> Plan:
     if ok:
         rblock = next_pow2(f.rnumel)
         xblock = max(h.seed_tile_elems // rblock, 1)
-        warps = warps_for(h, xblock * rblock)
-        cands.append(
-            Candidate(
-                Config("persistent_rblock", xblock, rblock, warps, no_rblock_scaling=True),
-                f"persistent RBLOCK: {why}; one pass, the row read once",
+        single = warps_for(h, xblock * rblock, single_pass=True)
+        for warps in dict.fromkeys([single, max(single // 2, 1), min(single * 2, h.max_warps)]):
+            cands.append(
+                Candidate(
+                    Config("persistent_rblock", xblock, rblock, warps, no_rblock_scaling=True),
+                    f"persistent RBLOCK: {why}; one pass, the row read once; {warps} warps",
+                )
             )
-        )
+        warps = warps_for(h, xblock * rblock)
         cands.append(  # the same candidate in the form Inductor emits it: the tuner measures which pays
             Candidate(
                 Config("looped", xblock, rblock, warps, no_rblock_scaling=True),
