@@ -49,9 +49,13 @@ def main(out_dir: str) -> None:
                 "trials": [t.as_dict() for t in log[0].trials],
             }  # fmt: skip
             rows.append(row)
-            print(f"{op:14s} {strategy:10s} {row['config']:70s} err {err:.2e} {ms * 1000:8.1f} us {row['GBps']:7.0f} GB/s first {first:.2f}s")
+            print(
+                f"{op:14s} {strategy:10s} {row['config']:70s} err {err:.2e} {ms * 1000:8.1f} us {row['GBps']:7.0f} GB/s first {first:.2f}s"
+            )
             for t in row["trials"]:
-                print(f"      {t['config']:70s} {t['median_us']} us regs {t['n_regs']} spills {t['n_spills']} {t['note']}")
+                print(
+                    f"      {t['config']:70s} {t['median_us']} us regs {t['n_regs']} spills {t['n_spills']} {t['note']}"
+                )
     # a second process must find the tuned winner in the cache
     code = (
         "import torch, rblock, json; from rblock.compiler import recording;"
@@ -63,7 +67,9 @@ def main(out_dir: str) -> None:
     second = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=os.environ)
     print("second process:", second.stdout.strip(), second.stderr[-2000:], f"{time.perf_counter() - t0:.1f}s")
     with open(os.path.join(out_dir, "gpu_check.json"), "w") as f:
-        json.dump({"device": torch.cuda.get_device_name(), "rows": rows, "second_process": second.stdout.strip()}, f, indent=1)
+        json.dump(
+            {"device": torch.cuda.get_device_name(), "rows": rows, "second_process": second.stdout.strip()}, f, indent=1
+        )
 
 
 if __name__ == "__main__":

@@ -17,7 +17,8 @@ def merge(out_dir: Path, name: str, parts: list[Path]) -> dict:
     datas = [json.loads(p.read_text()) for p in parts]
     meta = {k: v for k, v in datas[0].items() if k != "rows"}
     meta["runs"] = [
-        {"copy_GBps": d["copy_GBps"], "read_GBps": d["read_GBps"], "ops": sorted({r["op"] for r in d["rows"]})} for d in datas
+        {"copy_GBps": d["copy_GBps"], "read_GBps": d["read_GBps"], "ops": sorted({r["op"] for r in d["rows"]})}
+        for d in datas
     ]
     rows = [r for d in datas for r in d["rows"]]
     # one run could not hold every op: each run's own ceilings are kept under "runs"

@@ -1,6 +1,6 @@
 """Time many configs of rms_norm and softmax on the GPU through rblock's tuner, to calibrate the planner.
 
-    python benchmarks/sweep_configs.py OUT_DIR
+python benchmarks/sweep_configs.py OUT_DIR
 """
 
 from __future__ import annotations
@@ -40,8 +40,8 @@ def configs(n: int) -> list[rblock.Config]:
 def main(out_dir: str) -> None:
     src = torch.randn(2**28, dtype=torch.bfloat16, device="cuda")
     dst = torch.empty_like(src)
-    copy_gbps = 4 * src.numel() / triton.testing.do_bench(lambda: dst.copy_(src), warmup=25, rep=100, return_mode="median") / 1e6
-    del src, dst
+    ms = triton.testing.do_bench(lambda: dst.copy_(src), warmup=25, rep=100, return_mode="median")
+    copy_gbps = 4 * src.numel() / ms / 1e6
     print(f"copy {copy_gbps:.0f} GB/s")
     rows = []
     for op in ("rms_norm", "softmax"):
@@ -61,8 +61,20 @@ def main(out_dir: str) -> None:
             print(f"{op} N={n}: {len(cands)} configs in {time.perf_counter() - t0:.1f}s")
             for t in sorted(trials, key=lambda t: t.median_us or 1e9)[:12]:
                 gbps = nbytes / t.median_us / 1e3 if t.median_us else 0
-                rows.append({"op": op, "N": n, "config": str(t.config), "us": t.median_us, "GBps": gbps, "regs": t.n_regs, "spills": t.n_spills})
-                print(f"   {str(t.config):90s} {t.median_us or 0:8.1f} us {gbps:6.0f} GB/s {100 * gbps / copy_gbps:5.1f}% regs {t.n_regs} {t.note}")
+                rows.append(
+                    {
+                        "op": op,
+                        "N": n,
+                        "config": str(t.config),
+                        "us": t.median_us,
+                        "GBps": gbps,
+                        "regs": t.n_regs,
+                        "spills": t.n_spills,
+                    }
+                )
+                print(
+                    f"   {str(t.config):90s} {t.median_us or 0:8.1f} us {gbps:6.0f} GB/s {100 * gbps / copy_gbps:5.1f}% regs {t.n_regs} {t.note}"
+                )
             del inputs, outs
             torch.cuda.empty_cache()
     with open(os.path.join(out_dir, "sweep_configs.json"), "w") as f:

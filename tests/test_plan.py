@@ -61,7 +61,9 @@ def test_no_seed_candidate_beyond_32k():
     assert all(x.config.kind != "persistent_rblock" for x in c.plan.candidates)
 
 
-@pytest.mark.parametrize(("rnumel", "expected"), [(2048, False), (2049, True), (4096, True), (32768, True), (32769, False)])
+@pytest.mark.parametrize(
+    ("rnumel", "expected"), [(2048, False), (2049, True), (4096, True), (32768, True), (32769, False)]
+)
 def test_seed_rnumel_boundaries(rnumel: int, expected: bool):
     f = analyze(graph_of(lambda x: x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True)), torch.randn(4, rnumel)), DEFAULT)
     kinds = [c.config.kind for c in plan(f, DEFAULT).candidates]
@@ -94,7 +96,10 @@ def test_register_intensive_halves_max_r0_block():
     g = graph_of(_many_loads, *[torch.randn(1024, 8192) for _ in range(9)])
     p = plan(analyze(g, DEFAULT), DEFAULT)
     assert p.register_intensive
-    assert max(c.config.RBLOCK for c in p.candidates if c.config.kind == "looped") == DEFAULT.max_r0_block_register_intensive
+    assert (
+        max(c.config.RBLOCK for c in p.candidates if c.config.kind == "looped")
+        == DEFAULT.max_r0_block_register_intensive
+    )
 
 
 def test_forced_strategies_restrict_candidates():

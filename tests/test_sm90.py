@@ -56,7 +56,10 @@ def test_every_candidate_compiles_for_sm90(tmp_path):
                     {
                         "path": str(path),
                         "name": spec.name,
-                        "sig": {name: PTR[b.dtype.value] for name, b in zip(_arg_names(compiled.graph), compiled.graph.buffers)},
+                        "sig": {
+                            name: PTR[b.dtype.value]
+                            for name, b in zip(_arg_names(compiled.graph), compiled.graph.buffers)
+                        },
                         "XBLOCK": spec.XBLOCK,
                         "RBLOCK": spec.RBLOCK,
                         "num_warps": spec.num_warps,
@@ -64,7 +67,9 @@ def test_every_candidate_compiles_for_sm90(tmp_path):
                     }
                 )
     env = {k: v for k, v in __import__("os").environ.items() if k != "TRITON_INTERPRET"}
-    done = subprocess.run([sys.executable, "-c", COMPILE], input=json.dumps(jobs), capture_output=True, text=True, env=env)
+    done = subprocess.run(
+        [sys.executable, "-c", COMPILE], input=json.dumps(jobs), capture_output=True, text=True, env=env
+    )
     assert done.returncode == 0, done.stderr[-3000:]
     assert json.loads(done.stdout.strip().splitlines()[-1]) == []
     assert len(jobs) >= 20

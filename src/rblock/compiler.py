@@ -15,10 +15,11 @@ from dataclasses import dataclass, field
 import torch
 from torch.utils import _pytree as pytree
 
-from rblock import __version__, settings as settings_mod
+from rblock import __version__
+from rblock import settings as settings_mod
 from rblock.analysis import Features, analyze
-from rblock.errors import InvalidArgument
 from rblock.codegen.kernel import KernelSpec, generate
+from rblock.errors import InvalidArgument
 from rblock.ir import KernelGraph
 from rblock.ir.passes import dead_code, reciprocal_row_divisors, simplify_dims
 from rblock.ir.verify import verify
@@ -47,9 +48,6 @@ class Compiled:
     trials: tuple[Trial, ...] = ()
     from_cache: bool = False
 
-    def header(self) -> tuple[str, ...]:
-        return header_lines(self.features, self.plan, self.config)
-
     def run(self, tensors: list[torch.Tensor], launch: bool = True):
         dev = tensors[0].device if tensors else device.kernel_device()
         outs = [torch.empty_strided(shape, stride, dtype=dt, device=dev) for shape, stride, dt in self.outputs]
@@ -64,8 +62,7 @@ def header_lines(f: Features, p: Plan, cfg: Config) -> tuple[str, ...]:
     return (
         f"x: {f.xnumel} rows, r: {f.rnumel} per row; hint {f.hint.value}; default strategy {p.strategy}",
         f"bytes: persistent {f.persistent_bytes}, looped {f.looped_bytes} (saved_bytes_ratio {f.saved_bytes_ratio})",
-        f"chosen: {cfg.kind} because "
-        + next((c.reason for c in p.candidates if c.config == cfg), "it was requested"),
+        f"chosen: {cfg.kind} because " + next((c.reason for c in p.candidates if c.config == cfg), "it was requested"),
     )
 
 
@@ -84,14 +81,18 @@ def build(name: str, fn, args: tuple, kwargs: dict, s: settings_mod.Settings, h:
         cfg = s.config
         if cfg.single_pass and cfg.RBLOCK < g.rnumel:
             raise InvalidArgument(
-                "settings", "config", f"is {cfg.kind} with RBLOCK {cfg.RBLOCK}, but {name}'s rows have {g.rnumel} elements"
+                "settings",
+                "config",
+                f"is {cfg.kind} with RBLOCK {cfg.RBLOCK}, but {name}'s rows have {g.rnumel} elements",
             )
     elif device.interpreted() or not s.tune or not settings_mod.tune_enabled_by_env() or len(p.candidates) == 1:
         cfg = p.candidates[0].config
     else:
         cfg, trials, from_cache = _tuned(g, p, lowered, tensors, h, s.strategy)
     spec = generate(g, cfg, header_lines(features, p, cfg))
-    return Compiled(g, features, p, cfg, spec, load(spec), lowered.input_order, lowered.outputs, out_spec, trials, from_cache)
+    return Compiled(
+        g, features, p, cfg, spec, load(spec), lowered.input_order, lowered.outputs, out_spec, trials, from_cache
+    )
 
 
 def tune_key(g: KernelGraph, strategy: str) -> cache.TuneKey:

@@ -43,7 +43,9 @@ class Settings:
 
     def __post_init__(self) -> None:
         if self.strategy not in ("auto", "persistent", "looped"):
-            raise ValueError(f"rblock.settings: strategy must be 'auto', 'persistent' or 'looped', got {self.strategy!r}")
+            raise ValueError(
+                f"rblock.settings: strategy must be 'auto', 'persistent' or 'looped', got {self.strategy!r}"
+            )
         if self.config is not None and not isinstance(self.config, Config):
             raise TypeError(f"rblock.settings: config must be an rblock.Config, got {type(self.config).__name__}")
 

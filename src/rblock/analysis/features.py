@@ -7,7 +7,7 @@ from dataclasses import asdict, dataclass
 from enum import Enum
 
 from rblock.ir import KernelGraph, Op, Rank
-from rblock.ir.nodes import Access, REDUCE_OPS
+from rblock.ir.nodes import REDUCE_OPS, Access
 from rblock.ir.query import loads_in_pass, looped_passes
 
 
@@ -58,7 +58,9 @@ def _elements(g: KernelGraph, acc: Access) -> int:
 
 def analyze(g: KernelGraph, heuristics) -> Features:
     mem = [(i, n) for i, n in enumerate(g.nodes) if n.op in (Op.LOAD, Op.GATHER, Op.STORE)]
-    size = {i: _elements(g, n.attr) * n.dtype.itemsize if n.op != Op.GATHER else g.xnumel * n.dtype.itemsize for i, n in mem}
+    size = {
+        i: _elements(g, n.attr) * n.dtype.itemsize if n.op != Op.GATHER else g.xnumel * n.dtype.itemsize for i, n in mem
+    }
     reads = sum(size[i] for i, n in mem if n.op != Op.STORE)
     writes = sum(size[i] for i, n in mem if n.op == Op.STORE)
     passes = looped_passes(g)

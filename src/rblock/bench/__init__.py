@@ -1,1 +1,1 @@
-"""`rblock bench`: rblock against eager PyTorch, torch.compile and Liger, in GB/s next to the device's copy bandwidth."""
+"""`rblock bench`: rblock against eager PyTorch, torch.compile and Liger, in GB/s next to the copy bandwidth."""

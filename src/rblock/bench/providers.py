@@ -258,7 +258,8 @@ def resolve(names: list[str]) -> tuple[list[Provider], list[str]]:
             mechanism = inductor.no_persistent_rblock()
             if mechanism is None:
                 notes.append(
-                    f"{name}: skipped, torch {torch.__version__} offers no known way to drop the persistent-RBLOCK candidate"
+                    f"{name}: skipped, torch {torch.__version__} offers no known way to drop "
+                    "the persistent-RBLOCK candidate"
                 )
                 continue
             scope = _chained(inductor.fresh_compile, mechanism.scope)

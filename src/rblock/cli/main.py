@@ -101,7 +101,8 @@ def cmd_explain(args) -> int:
         f = r["features"]
         print(f"\nxnumel {r['xnumel']}  rnumel {r['rnumel']}  hint {r['hint']}  default strategy {r['strategy']}")
         print(
-            f"bytes: persistent {f['persistent_bytes']}  looped {f['looped_bytes']}  saved_bytes_ratio {f['saved_bytes_ratio']}"
+            f"bytes: persistent {f['persistent_bytes']}  looped {f['looped_bytes']}  "
+            f"saved_bytes_ratio {f['saved_bytes_ratio']}"
         )
         print(
             f"coalescing: score_x {f['score_x']}  score_r {f['score_r']}  r_coalesce_ratio {f['r_coalesce_ratio']}; "
@@ -110,7 +111,10 @@ def cmd_explain(args) -> int:
         print("candidates:")
         for c in r["candidates"]:
             flag = " no_rblock_scaling" if c["no_rblock_scaling"] else ""
-            print(f"  {c['kind']:<18} XBLOCK={c['XBLOCK']:<4} RBLOCK={c['RBLOCK']:<6} warps={c['num_warps']:<3}{flag}  {c['reason']}")
+            print(
+                f"  {c['kind']:<18} XBLOCK={c['XBLOCK']:<4} RBLOCK={c['RBLOCK']:<6} "
+                f"warps={c['num_warps']:<3}{flag}  {c['reason']}"
+            )
         for t in r["tuning"]:
             timing = f"{t['median_us']:.1f} us" if t["median_us"] is not None else t["note"]
             print(f"  tuned: {t['config']}: {timing}")

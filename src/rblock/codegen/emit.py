@@ -17,7 +17,7 @@ TL_DTYPE = {
 
 # Combine functions for tl.reduce. max/min propagate NaN like torch; arg* keep the first index on ties and
 # treat NaN as the extreme value; welford merges (mean, m2, count) partials.
-HELPERS = '''
+HELPERS = """
 @triton.jit
 def _maximum(a, b):
     return tl.where((a > b) | (a != a), a, b)
@@ -52,7 +52,7 @@ def _welford(mean_a, m2_a, n_a, mean_b, m2_b, n_b):
     delta = mean_b - mean_a
     frac_b = tl.where(n == 0, 0.0, n_b / tl.maximum(n, 1.0))
     return mean_a + delta * frac_b, m2_a + m2_b + delta * delta * n_a * frac_b, n
-'''
+"""
 
 _BINARY_FMT = {
     Op.ADD: "{} + {}",

@@ -51,7 +51,16 @@ def generate(g: KernelGraph, config: Config, header: tuple[str, ...] = ()) -> Ke
         "    # xnumel: rows; XBLOCK rows per program, RBLOCK row elements per tile",
         *[f"    {line}" if line else "" for line in body],
     ]
-    return KernelSpec(name, "\n".join(src) + "\n", len(g.buffers), config.XBLOCK, config.RBLOCK, config.num_warps, config.num_stages, config.programs_per_sm)
+    return KernelSpec(
+        name,
+        "\n".join(src) + "\n",
+        len(g.buffers),
+        config.XBLOCK,
+        config.RBLOCK,
+        config.num_warps,
+        config.num_stages,
+        config.programs_per_sm,
+    )
 
 
 def _ordinal(g: KernelGraph, i: int) -> int:
@@ -80,7 +89,9 @@ class _Body:
         users = g.users()
         # casts whose only users are stores of the same type: the store rounds, no need to round twice
         self.rounded_by_store = {
-            i for i, n in enumerate(g.nodes) if n.op == Op.CAST and users[i] and all(g.nodes[u].op == Op.STORE for u in users[i])
+            i
+            for i, n in enumerate(g.nodes)
+            if n.op == Op.CAST and users[i] and all(g.nodes[u].op == Op.STORE for u in users[i])
         }
 
     # ---- structure ---------------------------------------------------------------------------------------
@@ -88,7 +99,10 @@ class _Body:
         g = self.g
         pid = "tl.program_id(0).to(tl.int64)" if g.index_bits == 64 else "tl.program_id(0)"
         grid_loop = self.cfg.programs_per_sm > 0
-        self.out = [f"rnumel = {g.rnumel}", f"rbase = tl.arange(0, RBLOCK)[None, :]{'.to(tl.int64)' if g.index_bits == 64 else ''}"]
+        self.out = [
+            f"rnumel = {g.rnumel}",
+            f"rbase = tl.arange(0, RBLOCK)[None, :]{'.to(tl.int64)' if g.index_bits == 64 else ''}",
+        ]
         if not self.looped:
             self.out += ["rindex = rbase", "rmask = rindex < rnumel", *_dim_vars("r", "rindex", g.r_sizes)]
             if grid_loop:  # parameters shared by all rows: load once per program, outside the row loop
@@ -289,7 +303,12 @@ class _Body:
             Op.MIN: [("", 'float("inf")', "tl.float32")],
             Op.ARGMAX: [("_v", 'float("-inf")', "tl.float32"), ("_i", "0", ridx)],
             Op.ARGMIN: [("_v", 'float("inf")', "tl.float32"), ("_i", "0", ridx)],
-            Op.WELFORD: [("_mean", "0", "tl.float32"), ("_m2", "0", "tl.float32"), ("_n", "0", "tl.float32"), ("_sum", "0", "tl.float32")],
+            Op.WELFORD: [
+                ("_mean", "0", "tl.float32"),
+                ("_m2", "0", "tl.float32"),
+                ("_n", "0", "tl.float32"),
+                ("_sum", "0", "tl.float32"),
+            ],
             Op.SOFTMAX_STATS: [("_m", 'float("-inf")', "tl.float32"), ("_s", "0", "tl.float32")],
         }[op]
         return [f"acc{i}{suffix} = tl.full({shape}, {value}, {t})" for suffix, value, t in init]

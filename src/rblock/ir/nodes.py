@@ -81,7 +81,23 @@ class Op(Enum):
 
 UNARY_OPS = frozenset({Op.NEG, Op.EXP, Op.LOG, Op.RSQRT, Op.SQRT, Op.ABS, Op.NOT, Op.ISNAN, Op.CAST, Op.BROADCAST})
 BINARY_OPS = frozenset(
-    {Op.ADD, Op.SUB, Op.MUL, Op.DIV, Op.POW, Op.MAXIMUM, Op.MINIMUM, Op.EQ, Op.NE, Op.LT, Op.LE, Op.GT, Op.GE, Op.AND, Op.OR}
+    {
+        Op.ADD,
+        Op.SUB,
+        Op.MUL,
+        Op.DIV,
+        Op.POW,
+        Op.MAXIMUM,
+        Op.MINIMUM,
+        Op.EQ,
+        Op.NE,
+        Op.LT,
+        Op.LE,
+        Op.GT,
+        Op.GE,
+        Op.AND,
+        Op.OR,
+    }
 )
 POINTWISE_OPS = UNARY_OPS | BINARY_OPS | {Op.WHERE}
 COMPARE_OPS = frozenset({Op.EQ, Op.NE, Op.LT, Op.LE, Op.GT, Op.GE, Op.ISNAN})
@@ -173,9 +189,6 @@ class KernelGraph:
             for a in n.args:
                 out[a].append(i)
         return out
-
-    def reductions(self) -> list[int]:
-        return [i for i, n in enumerate(self.nodes) if n.op in REDUCE_OPS]
 
     def shape_key(self) -> KernelGraph:
         """The graph with the outermost row count erased: kernels are shared across row counts."""

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from rblock.ir.nodes import KernelGraph, Op, Rank, REDUCE_OPS
+from rblock.ir.nodes import REDUCE_OPS, KernelGraph, Op, Rank
 
 
 def reduction_levels(g: KernelGraph) -> dict[int, int]:
@@ -42,4 +42,6 @@ def looped_passes(g: KernelGraph) -> list[list[int]]:
 
 
 def loads_in_pass(g: KernelGraph, targets: list[int]) -> set[int]:
-    return {j for t in targets for j in [*full_cone(g, t), t] if g.nodes[j].op == Op.LOAD and g.nodes[j].rank == Rank.FULL}
+    return {
+        j for t in targets for j in [*full_cone(g, t), t] if g.nodes[j].op == Op.LOAD and g.nodes[j].rank == Rank.FULL
+    }

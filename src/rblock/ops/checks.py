@@ -53,13 +53,19 @@ def single_dim(op: str, x: torch.Tensor, dim: int) -> int:
     return dims(op, x, dim)[0]
 
 
-def normalized_shape(op: str, x: torch.Tensor, shape: int | tuple[int, ...] | list[int] | torch.Size) -> tuple[int, ...]:
-    ok = isinstance(shape, int) or (isinstance(shape, (tuple, list, torch.Size)) and all(isinstance(s, int) for s in shape))
+def normalized_shape(
+    op: str, x: torch.Tensor, shape: int | tuple[int, ...] | list[int] | torch.Size
+) -> tuple[int, ...]:
+    ok = isinstance(shape, int) or (
+        isinstance(shape, (tuple, list, torch.Size)) and all(isinstance(s, int) for s in shape)
+    )
     if not ok or isinstance(shape, bool):
         raise InvalidArgument(op, "normalized_shape", f"must be an int or a sequence of ints, got {shape!r}")
     shp = (shape,) if isinstance(shape, int) else tuple(shape)
-    if not shp or len(shp) > x.dim() or tuple(x.shape[-len(shp):]) != shp:
-        raise InvalidArgument(op, "normalized_shape", f"is {list(shp)}, but x has shape {list(x.shape)}: it must match x's last dims")
+    if not shp or len(shp) > x.dim() or tuple(x.shape[-len(shp) :]) != shp:
+        raise InvalidArgument(
+            op, "normalized_shape", f"is {list(shp)}, but x has shape {list(x.shape)}: it must match x's last dims"
+        )
     return shp
 
 

@@ -27,7 +27,9 @@ _layer_norm_kernel = compile(F.layer_norm, name="layer_norm")
 _fused_add_rms_norm_kernel = compile(_fused_add_rms_norm, name="fused_add_rms_norm")
 
 
-def rms_norm(x: torch.Tensor, normalized_shape, weight: torch.Tensor | None = None, eps: float | None = None) -> torch.Tensor:
+def rms_norm(
+    x: torch.Tensor, normalized_shape, weight: torch.Tensor | None = None, eps: float | None = None
+) -> torch.Tensor:
     """Like torch.nn.functional.rms_norm."""
     checks.tensor("rms_norm", "x", x)
     shape = checks.normalized_shape("rms_norm", x, normalized_shape)
@@ -38,7 +40,11 @@ def rms_norm(x: torch.Tensor, normalized_shape, weight: torch.Tensor | None = No
 
 
 def layer_norm(
-    x: torch.Tensor, normalized_shape, weight: torch.Tensor | None = None, bias: torch.Tensor | None = None, eps: float = 1e-5
+    x: torch.Tensor,
+    normalized_shape,
+    weight: torch.Tensor | None = None,
+    bias: torch.Tensor | None = None,
+    eps: float = 1e-5,
 ) -> torch.Tensor:
     """Like torch.nn.functional.layer_norm."""
     checks.tensor("layer_norm", "x", x)

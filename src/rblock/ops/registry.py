@@ -37,7 +37,11 @@ def _logits(m, n, dt, dev):
 
 
 def _x_r_w(m, n, dt, dev):
-    return [torch.randn(m, n, dtype=dt, device=dev), torch.randn(m, n, dtype=dt, device=dev), torch.randn(n, dtype=dt, device=dev)]
+    return [
+        torch.randn(m, n, dtype=dt, device=dev),
+        torch.randn(m, n, dtype=dt, device=dev),
+        torch.randn(n, dtype=dt, device=dev),
+    ]
 
 
 def _d(ts):
@@ -67,12 +71,21 @@ OPS: dict[str, OpSpec] = {
         lambda t, dim: F.layer_norm(_d(t)[0], (t[0].shape[-1],), *_d(t)[1:], 1e-5),
         _x_w_b,
     ),
-    "softmax": OpSpec("softmax", lambda t, dim: ops.softmax(t[0], dim), lambda t, dim: torch.softmax(t[0].double(), dim), _x, False),
+    "softmax": OpSpec(
+        "softmax", lambda t, dim: ops.softmax(t[0], dim), lambda t, dim: torch.softmax(t[0].double(), dim), _x, False
+    ),
     "log_softmax": OpSpec(
-        "log_softmax", lambda t, dim: ops.log_softmax(t[0], dim), lambda t, dim: torch.log_softmax(t[0].double(), dim), _x, False
+        "log_softmax",
+        lambda t, dim: ops.log_softmax(t[0], dim),
+        lambda t, dim: torch.log_softmax(t[0].double(), dim),
+        _x,
+        False,
     ),
     "cross_entropy": OpSpec(
-        "cross_entropy", lambda t, dim: ops.cross_entropy(t[0], t[1]), lambda t, dim: F.cross_entropy(t[0].double(), t[1]), _logits
+        "cross_entropy",
+        lambda t, dim: ops.cross_entropy(t[0], t[1]),
+        lambda t, dim: F.cross_entropy(t[0].double(), t[1]),
+        _logits,
     ),
     "fused_add_rms_norm": OpSpec(
         "fused_add_rms_norm",

@@ -52,7 +52,9 @@ _mean_kernel = compile(_mean_of_valid, name="cross_entropy_mean")
 _sum_kernel = compile(_sum_all, name="cross_entropy_sum")
 
 
-def cross_entropy(logits: torch.Tensor, target: torch.Tensor, ignore_index: int = -100, reduction: str = "mean") -> torch.Tensor:
+def cross_entropy(
+    logits: torch.Tensor, target: torch.Tensor, ignore_index: int = -100, reduction: str = "mean"
+) -> torch.Tensor:
     """Like torch.nn.functional.cross_entropy for (M, C) logits and (M,) class indices.
 
     A target outside [0, C) that is not ignore_index gives NaN (PyTorch raises; checking would cost a sync)."""

@@ -34,12 +34,27 @@ def seed_applies(f: Features, h: Heuristics) -> tuple[bool, str]:
     """PR 161055's rule for adding an RBLOCK == rnumel candidate to a looped kernel; the reason either way."""
     checks = [
         (f.is_2d, "the kernel is 2-D"),
-        (f.saved_bytes_ratio >= h.seed_min_saved_bytes_ratio, f"saved_bytes_ratio {f.saved_bytes_ratio} >= {h.seed_min_saved_bytes_ratio}"),
-        (f.r_coalesce_ratio >= h.seed_min_r_coalesce_ratio, f"r_coalesce_ratio {f.r_coalesce_ratio:g} >= {h.seed_min_r_coalesce_ratio:g}"),
-        (h.seed_min_rnumel_exclusive < f.rnumel <= h.seed_max_rnumel, f"{h.seed_min_rnumel_exclusive} < rnumel {f.rnumel} <= {h.seed_max_rnumel}"),
-        (f.mem_ops_per_thread <= h.seed_max_mem_ops_per_thread, f"mem_ops_per_thread {f.mem_ops_per_thread} <= {h.seed_max_mem_ops_per_thread}"),
-        (f.loads_and_reductions <= h.seed_max_loads_and_reductions, f"loads_and_reductions {f.loads_and_reductions} <= {h.seed_max_loads_and_reductions}"),
-    ]  # fmt: skip
+        (
+            f.saved_bytes_ratio >= h.seed_min_saved_bytes_ratio,
+            f"saved_bytes_ratio {f.saved_bytes_ratio} >= {h.seed_min_saved_bytes_ratio}",
+        ),
+        (
+            f.r_coalesce_ratio >= h.seed_min_r_coalesce_ratio,
+            f"r_coalesce_ratio {f.r_coalesce_ratio:g} >= {h.seed_min_r_coalesce_ratio:g}",
+        ),
+        (
+            h.seed_min_rnumel_exclusive < f.rnumel <= h.seed_max_rnumel,
+            f"{h.seed_min_rnumel_exclusive} < rnumel {f.rnumel} <= {h.seed_max_rnumel}",
+        ),
+        (
+            f.mem_ops_per_thread <= h.seed_max_mem_ops_per_thread,
+            f"mem_ops_per_thread {f.mem_ops_per_thread} <= {h.seed_max_mem_ops_per_thread}",
+        ),
+        (
+            f.loads_and_reductions <= h.seed_max_loads_and_reductions,
+            f"loads_and_reductions {f.loads_and_reductions} <= {h.seed_max_loads_and_reductions}",
+        ),
+    ]
     failed = [text for ok, text in checks if not ok]
     if failed:
         return False, "not: " + "; not ".join(failed)
@@ -81,7 +96,9 @@ def _looped(f: Features, h: Heuristics, register_intensive: bool) -> list[Candid
     tiny_x = 2 * (256 // f.rnumel) if 0 < f.rnumel <= 256 else 1
     tiny_x = min(next_pow2(tiny_x), 1024)
     tiny_r = min(rp2, max_r)
-    tiny = Candidate(Config("looped", tiny_x, tiny_r, warps_for(h, tiny_x * tiny_r)), f"tiny: {tiny_x} rows per program")
+    tiny = Candidate(
+        Config("looped", tiny_x, tiny_r, warps_for(h, tiny_x * tiny_r)), f"tiny: {tiny_x} rows per program"
+    )
     by_hint = {
         Hint.INNER: [contiguous, wider],
         Hint.OUTER: [outer, Candidate(Config("looped", 32, min(16, rp2), 4), "outer, 32 rows by 16")],
@@ -93,7 +110,9 @@ def _looped(f: Features, h: Heuristics, register_intensive: bool) -> list[Candid
 
 def plan(f: Features, h: Heuristics, strategy: str = "auto") -> Plan:
     """Candidates for a kernel with features `f`. `strategy` restricts them to persistent or looped ones."""
-    register_intensive = f.xnumel >= h.register_intensive_xnumel and f.loads_and_reductions >= h.register_intensive_loads_and_reductions
+    register_intensive = (
+        f.xnumel >= h.register_intensive_xnumel and f.loads_and_reductions >= h.register_intensive_loads_and_reductions
+    )
     default = "persistent" if persistent_allowed(f, h) else "looped"
     if strategy == "persistent":
         return Plan("persistent", tuple(_persistent(f, h)), register_intensive)

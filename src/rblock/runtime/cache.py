@@ -47,7 +47,10 @@ def lookup(key: TuneKey) -> tuple[Config, dict] | None:
     except FileNotFoundError:
         return None
     except Exception as e:  # a damaged entry must never break a call: re-tune and overwrite it
-        warnings.warn(f"rblock: ignoring unreadable tuning cache entry {path} ({e}); set RBLOCK_CACHE_DIR to move the cache", stacklevel=2)
+        warnings.warn(
+            f"rblock: ignoring unreadable tuning cache entry {path} ({e}); set RBLOCK_CACHE_DIR to move the cache",
+            stacklevel=2,
+        )
         return None
 
 

@@ -38,7 +38,13 @@ class Trial:
 
 def _compile(kernel, spec: KernelSpec, buffers: list[torch.Tensor], xnumel: int):
     compiled = kernel.warmup(
-        *buffers, xnumel, XBLOCK=spec.XBLOCK, RBLOCK=spec.RBLOCK, num_warps=spec.num_warps, num_stages=spec.num_stages, grid=(1,)
+        *buffers,
+        xnumel,
+        XBLOCK=spec.XBLOCK,
+        RBLOCK=spec.RBLOCK,
+        num_warps=spec.num_warps,
+        num_stages=spec.num_stages,
+        grid=(1,),
     )
     compiled._init_handles()
     return compiled
@@ -89,7 +95,9 @@ def tune(
     for c in todo:
         res = resources[c.config]
         if isinstance(res, Exception):
-            trials.append(Trial(c.config, c.reason, None, None, None, f"compile failed: {type(res).__name__}: {res}"[:300]))
+            trials.append(
+                Trial(c.config, c.reason, None, None, None, f"compile failed: {type(res).__name__}: {res}"[:300])
+            )
             continue
         regs, spills = res
         if spills > h.max_spill_bytes:
@@ -97,7 +105,9 @@ def tune(
             continue
         spec = specs[c.config]
         kern = kernels[c.config]
-        us = 1000 * triton.testing.do_bench(lambda: launch(kern, spec, buffers, xnumel), warmup=5, rep=20, return_mode="median")
+        us = 1000 * triton.testing.do_bench(
+            lambda: launch(kern, spec, buffers, xnumel), warmup=5, rep=20, return_mode="median"
+        )
         trials.append(Trial(c.config, c.reason, us, regs, spills, ""))
         if best is None or us < best[0]:
             best = (us, c.config)

@@ -63,7 +63,9 @@ def _shape(node: object) -> tuple[int, ...] | None:
     return tuple(val.shape) if isinstance(val, torch.Tensor) else None
 
 
-def assign_axes(fn_name: str, gm: torch.fx.GraphModule, domain: tuple[int, ...]) -> dict[str, tuple[int | None, ...] | str]:
+def assign_axes(
+    fn_name: str, gm: torch.fx.GraphModule, domain: tuple[int, ...]
+) -> dict[str, tuple[int | None, ...] | str]:
     """For every tensor-valued node: the domain axis of each of its dims (None for broadcast dims)."""
     uf = _UnionFind()
 
@@ -150,7 +152,9 @@ def assign_axes(fn_name: str, gm: torch.fx.GraphModule, domain: tuple[int, ...])
             elif j >= 0 and domain[j] == n:  # unreached: PyTorch's own rule, right-aligned against the domain
                 dims.append(j)
             else:
-                dims = f"cannot place dim {i} (size {n}) of {node.name} {list(shape)} on the reduced shape {list(domain)}"
+                dims = (
+                    f"cannot place dim {i} (size {n}) of {node.name} {list(shape)} on the reduced shape {list(domain)}"
+                )
                 break
         axes[node.name] = dims if isinstance(dims, str) else tuple(dims)
     return axes

@@ -14,27 +14,26 @@ from rblock.errors import UnsupportedOperation
 
 aten = torch.ops.aten
 
-# aten reductions rblock lowers, with where each finds its (input, dims, keepdim).
-# dims None means "every dim"; a single int is a one-dim reduction.
-REDUCTIONS: dict[object, tuple[int, int | None, int | None]] = {
-    # op: (dims argument index or -1 for all, keepdim argument index or None, unused)
-    aten.sum.dim_IntList: (1, 2, None),
-    aten.sum.default: (-1, None, None),
-    aten.mean.dim: (1, 2, None),
-    aten.mean.default: (-1, None, None),
-    aten.amax.default: (1, 2, None),
-    aten.amin.default: (1, 2, None),
-    aten.max.dim: (1, 2, None),
-    aten.min.dim: (1, 2, None),
-    aten.argmax.default: (1, 2, None),
-    aten.argmin.default: (1, 2, None),
-    aten.var.correction: (1, None, None),
-    aten.std.correction: (1, None, None),
-    aten.var_mean.correction: (1, None, None),
-    aten.logsumexp.default: (1, 2, None),
-    aten._softmax.default: (1, None, None),
-    aten._log_softmax.default: (1, None, None),
-    aten.native_layer_norm.default: (1, None, None),
+# aten reductions rblock lowers: op -> (index of its dims argument, or -1 for "every dim"; index of its keepdim
+# argument, or None when it has none or takes it as a keyword). A missing or empty dims argument means every dim.
+REDUCTIONS: dict[object, tuple[int, int | None]] = {
+    aten.sum.dim_IntList: (1, 2),
+    aten.sum.default: (-1, None),
+    aten.mean.dim: (1, 2),
+    aten.mean.default: (-1, None),
+    aten.amax.default: (1, 2),
+    aten.amin.default: (1, 2),
+    aten.max.dim: (1, 2),
+    aten.min.dim: (1, 2),
+    aten.argmax.default: (1, 2),
+    aten.argmin.default: (1, 2),
+    aten.var.correction: (1, None),
+    aten.std.correction: (1, None),
+    aten.var_mean.correction: (1, None),
+    aten.logsumexp.default: (1, 2),
+    aten._softmax.default: (1, None),
+    aten._log_softmax.default: (1, None),
+    aten.native_layer_norm.default: (1, None),
 }
 
 

@@ -255,7 +255,9 @@ class _Lowering:
     def lower_sigmoid(self, node, dt):
         v = self.f32(self.value(node.args[0]))
         e = self.add(Op.EXP, (self.add(Op.NEG, (v,), DType.F32),), DType.F32)
-        return self.cast(self.add(Op.DIV, (self.const(1.0), self.add(Op.ADD, (self.const(1.0), e), DType.F32)), DType.F32), dt)
+        return self.cast(
+            self.add(Op.DIV, (self.const(1.0), self.add(Op.ADD, (self.const(1.0), e), DType.F32)), DType.F32), dt
+        )
 
     def lower_silu(self, node, dt):
         v = self.value(node.args[0])
@@ -275,7 +277,11 @@ class _Lowering:
         rank = len(src.meta["val"].shape)
         along = self.axes[src.name][dim % rank] if not isinstance(self.axes[src.name], str) else "?"
         r_size = self.cap.domain[self.r_axes[0]] if len(self.r_axes) == 1 else -1
-        if not _is_source(src) or along not in (self.r_axes[0] if self.r_axes else -1, None) or src.meta["val"].shape[dim % rank] != r_size:
+        if (
+            not _is_source(src)
+            or along not in (self.r_axes[0] if self.r_axes else -1, None)
+            or src.meta["val"].shape[dim % rank] != r_size
+        ):
             raise UnsupportedOperation(self.fn, "gather is supported from an input tensor along the reduced dim")
         pos = self.value(index)
         if self.nodes[pos].rank == Rank.FULL:
