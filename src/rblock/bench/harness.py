@@ -6,7 +6,6 @@ from __future__ import annotations
 import argparse
 import contextlib
 import gc
-import math
 import os
 import signal
 import sys
@@ -22,28 +21,11 @@ import torch
 from rblock.bench import providers as prov
 from rblock.bench import report
 from rblock.bench.args import DTYPES, SMALL_BATCH, Sweep, parse_args, sweep_of
+from rblock.ops.registry import max_rel_error
 
 TOLERANCE = {"bf16": 3e-2, "fp16": 5e-3, "fp32": 1e-4}  # max |out - ref| / max |ref|
 BANDWIDTH_NUMEL = 1 << 28
 NO_GPU = "rblock bench needs a CUDA GPU (none found)"
-
-
-def max_rel_error(out: object, refs: tuple[torch.Tensor, ...]) -> float:
-    """max |out - ref| / max |ref| over the outputs; inf on a shape mismatch or a non-finite output."""
-    outs = out if isinstance(out, (tuple, list)) else (out,)
-    if len(outs) != len(refs):
-        return math.inf
-    worst = 0.0
-    for o, r in zip(outs, refs):
-        if not isinstance(o, torch.Tensor) or o.shape != r.shape:
-            return math.inf
-        if r.numel() == 0:
-            continue
-        o = o.double()
-        if not torch.isfinite(o).all():
-            return math.inf
-        worst = max(worst, (o - r).abs().max().item() / max(r.abs().max().item(), 1e-30))
-    return worst
 
 
 def _bench_ms(fn: Callable[[], object]) -> float:

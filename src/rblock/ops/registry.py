@@ -101,19 +101,24 @@ OPS: dict[str, OpSpec] = {
 
 
 def max_rel_error(out, ref) -> float:
-    """max |out - ref| / max |ref| over every output (NaN anywhere -> inf)."""
+    """max |out - ref| / max |ref| over every output; inf when the outputs' number or shapes differ, or when NaN
+    appears in one and not the other."""
     outs = out if isinstance(out, (tuple, list)) else (out,)
     refs = ref if isinstance(ref, (tuple, list)) else (ref,)
+    if len(outs) != len(refs):
+        return float("inf")
     worst = 0.0
     for o, r in zip(outs, refs):
-        o, r = o.double().cpu(), r.double().cpu()
-        if o.shape != r.shape:
+        if not isinstance(o, torch.Tensor) or o.shape != r.shape:
             return float("inf")
         if o.numel() == 0:
             continue
-        if torch.isnan(o).any() != torch.isnan(r).any():
+        o, r = o.double().cpu(), r.double().cpu()
+        if bool(torch.isnan(o).any()) != bool(torch.isnan(r).any()):
             return float("inf")
         finite = torch.isfinite(r)
-        err = (o[finite] - r[finite]).abs().max().item() if finite.any() else 0.0
-        worst = max(worst, err / max(r[finite].abs().max().item() if finite.any() else 1.0, 1e-30))
+        if not finite.any():
+            continue
+        err = (o[finite] - r[finite]).abs().max().item()
+        worst = max(worst, err / max(r[finite].abs().max().item(), 1e-30))
     return worst
