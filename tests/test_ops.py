@@ -127,10 +127,10 @@ def test_op_matches_pytorch_on_a_single_row(op, n, strategy, make):
     op.check(op.inputs(make, make(1, n)), strategy, equal_nan=True)
 
 
-@pytest.mark.parametrize("op", ROW_OPS, ids=ROW_OP_IDS)
+@pytest.mark.parametrize(
+    "op", [o for o in ROW_OPS if o.name not in ("cross_entropy", "fused_add_rms_norm")], ids=lambda o: o.name
+)
 def test_op_matches_pytorch_on_a_1d_input(op, strategy, make):
-    if op.name in ("cross_entropy", "fused_add_rms_norm"):
-        pytest.skip(f"{op.name} takes 2-D inputs")
     x = make(300)
     op.check([x, *op.extra(make, 1, 300, x.dtype)], strategy)
 
@@ -557,10 +557,8 @@ def test_infinities_in_a_row_like_pytorch(name, where, row, make):
 # ---------------------------------------------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("op", ROW_OPS, ids=ROW_OP_IDS)
-def test_no_rows_gives_an_empty_result(op, strategy, make):
-    if op.name == "cross_entropy":
-        pytest.skip("cross_entropy over no rows is a scalar: see test_cross_entropy_of_no_rows")
+@pytest.mark.parametrize("op", [o for o in ROW_OPS if o.name != "cross_entropy"], ids=lambda o: o.name)
+def test_no_rows_gives_an_empty_result(op, strategy, make):  # cross_entropy: see test_cross_entropy_of_no_rows
     op.check(op.inputs(make, make(0, 300)), strategy)
 
 
