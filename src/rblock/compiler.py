@@ -10,7 +10,7 @@ import contextvars
 import functools
 import re
 import threading
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import torch
 from torch.utils import _pytree as pytree
@@ -22,14 +22,16 @@ from rblock.codegen.kernel import KernelSpec, generate
 from rblock.errors import InvalidArgument
 from rblock.ir import KernelGraph
 from rblock.ir.passes import dead_code, reciprocal_row_divisors, simplify_dims
+from rblock.ir.split import can_split, split
 from rblock.ir.verify import verify
 from rblock.plan import DEFAULT, Config, Heuristics, Plan, plan
 from rblock.plan.candidates import next_pow2
 from rblock.runtime import cache, device
-from rblock.runtime.launch import launch as launch_kernel
-from rblock.runtime.loader import load
+from rblock.runtime.launch import Program, Stage
 from rblock.runtime.tune import Trial, tune
-from rblock.trace import trace
+from rblock.trace import DTYPES, trace
+
+TORCH_DTYPES = {v: k for k, v in DTYPES.items()}
 
 
 @dataclass(frozen=True)
@@ -40,19 +42,22 @@ class Compiled:
     features: Features
     plan: Plan
     config: Config
-    spec: KernelSpec
-    kernel: object
+    program: Program  # the kernels that run, in order (two for a split reduction)
     input_order: tuple[int, ...]
     outputs: tuple[tuple[tuple[int, ...], tuple[int, ...], torch.dtype], ...]
     out_spec: pytree.TreeSpec
     trials: tuple[Trial, ...] = ()
     from_cache: bool = False
 
+    @property
+    def specs(self) -> tuple[KernelSpec, ...]:
+        return tuple(st.spec for st in self.program.stages)
+
     def run(self, tensors: list[torch.Tensor], launch: bool = True):
         dev = tensors[0].device if tensors else device.kernel_device()
         outs = [torch.empty_strided(shape, stride, dtype=dt, device=dev) for shape, stride, dt in self.outputs]
         if launch and self.graph.xnumel and all(o.numel() for o in outs):
-            launch_kernel(self.kernel, self.spec, [tensors[i] for i in self.input_order] + outs, self.graph.xnumel)
+            self.program.run([tensors[i] for i in self.input_order], outs)
         if self.out_spec.is_leaf():
             return outs[0]
         return pytree.tree_unflatten(outs, self.out_spec)
@@ -73,25 +78,57 @@ def build(name: str, fn, args: tuple, kwargs: dict, s: settings_mod.Settings, h:
     g = verify(reciprocal_row_divisors(g))  # divide once per row, multiply per element
     g = verify(dead_code(g))  # drop what no store needs
     features = analyze(g, h)
-    p = plan(features, h, s.strategy)
+    p = plan(features, h, s.strategy, int(device.device_properties()["sm_count"]))
     tensors = [t for t in pytree.tree_leaves((args, kwargs)) if isinstance(t, torch.Tensor)]
     trials: tuple[Trial, ...] = ()
     from_cache = False
     if s.config is not None:
         cfg = s.config
-        if cfg.single_pass and cfg.RBLOCK < g.rnumel:
+        if cfg.split > 1 and not (can_split(g) and g.rnumel % cfg.split == 0):
+            raise InvalidArgument(
+                "settings", "config", f"splits {name}'s rows of {g.rnumel} in {cfg.split}: not possible"
+            )
+        if cfg.single_pass and cfg.RBLOCK < g.rnumel // cfg.split:
             raise InvalidArgument(
                 "settings",
                 "config",
-                f"is {cfg.kind} with RBLOCK {cfg.RBLOCK}, but {name}'s rows have {g.rnumel} elements",
+                f"is {cfg.kind} with RBLOCK {cfg.RBLOCK}, but {name}'s rows have {g.rnumel // cfg.split} elements",
             )
     elif device.interpreted() or not s.tune or not settings_mod.tune_enabled_by_env() or len(p.candidates) == 1:
         cfg = p.candidates[0].config
     else:
         cfg, trials, from_cache = _tuned(g, p, lowered, tensors, h, s.strategy)
-    spec = generate(g, cfg, header_lines(features, p, cfg))
-    return Compiled(
-        g, features, p, cfg, spec, load(spec), lowered.input_order, lowered.outputs, out_spec, trials, from_cache
+    program = make_program(g, cfg, header_lines(features, p, cfg))
+    return Compiled(g, features, p, cfg, program, lowered.input_order, lowered.outputs, out_spec, trials, from_cache)
+
+
+def make_program(g: KernelGraph, cfg: Config, header: tuple[str, ...] = ()) -> Program:
+    """The kernels that compute `g` with `cfg`: one, or a partials kernel and a combine kernel."""
+    n_in, n_out = len(g.inputs), len(g.outputs)
+    if cfg.split == 1:
+        args = (*(("in", i) for i in range(n_in)), *(("out", j) for j in range(n_out)))
+        return Program((Stage(generate(g, cfg, header), args, g.xnumel),))
+    sk = split(g, cfg.split)
+    first, second = verify(dead_code(sk.first)), verify(dead_code(sk.second))
+    combine = Config(
+        "persistent", max(min(next_pow2(max(g.xnumel, 1)), 4096 // next_pow2(cfg.split)), 1), next_pow2(cfg.split), 4
+    )
+    ws = tuple(("ws", k) for k in range(len(sk.workspace)))
+    note = (f"split: {cfg.split} slices of {g.rnumel // cfg.split} per row, then a combine kernel",)
+    return Program(
+        (
+            Stage(
+                generate(first, replace(cfg, split=1), header + note),
+                (*(("in", i) for i in range(n_in)), *ws),
+                first.xnumel,
+            ),
+            Stage(
+                generate(second, combine, note),
+                (*(("in", i) for i in range(n_in)), *ws, *(("out", j) for j in range(n_out))),
+                second.xnumel,
+            ),
+        ),
+        tuple((g.xnumel * cfg.split, TORCH_DTYPES[b.dtype]) for b in sk.workspace),
     )
 
 
@@ -112,18 +149,10 @@ def _tuned(g, p: Plan, lowered, tensors, h: Heuristics, strategy: str):
     hit = cache.lookup(key)
     if hit is not None:
         return hit[0], (), True
-    specs = {c.config: generate(g, c.config) for c in p.candidates}
     inputs = [tensors[i] for i in lowered.input_order]
     outs = [torch.empty_strided(sh, st, dtype=dt, device=inputs[0].device) for sh, st, dt in lowered.outputs]
-    cfg, trials = tune(
-        list(p.candidates),
-        specs,
-        functools.partial(generate, g),
-        inputs + outs,
-        g.xnumel,
-        h,
-        int(device.device_properties()["regs_per_sm"]),
-    )
+    regs_per_sm = int(device.device_properties()["regs_per_sm"])
+    cfg, trials = tune(list(p.candidates), functools.partial(make_program, g), inputs, outs, h, regs_per_sm)
     cache.store(key, cfg, [t.as_dict() for t in trials])
     return cfg, tuple(trials), False
 

@@ -31,7 +31,7 @@ def report(c: Compiled) -> dict:
         "tuning": [t.as_dict() for t in c.trials],
         "from_cache": c.from_cache,
         "ir": str(c.graph),
-        "source": c.spec.source,
+        "source": "\n".join(spec.source for spec in c.specs),
     }
 
 

@@ -9,6 +9,7 @@ from enum import Enum
 from rblock.ir import KernelGraph, Op, Rank
 from rblock.ir.nodes import REDUCE_OPS, Access
 from rblock.ir.query import loads_in_pass, looped_passes
+from rblock.ir.split import can_split
 
 
 class Hint(Enum):
@@ -36,6 +37,7 @@ class Features:
     loads_and_reductions: int
     full_tiles: int  # full-size values a persistent tile keeps live across its reductions
     is_2d: bool  # both more than one row and more than one element per row
+    splittable: bool  # the reductions can be split over row slices and combined by a second kernel
 
     def __post_init__(self) -> None:
         assert self.persistent_bytes >= 0 and self.looped_bytes >= self.persistent_bytes, self
@@ -107,4 +109,5 @@ def analyze(g: KernelGraph, heuristics) -> Features:
         loads_and_reductions=sum(1 for _, n in mem if n.op != Op.STORE) + sum(1 for n in g.nodes if n.op in REDUCE_OPS),
         full_tiles=full_loads + 1,
         is_2d=g.xnumel > 1 and g.rnumel > 1,
+        splittable=can_split(g),
     )

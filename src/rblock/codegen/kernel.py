@@ -24,7 +24,7 @@ class KernelSpec:
 
     name: str  # the @triton.jit function in `source`
     source: str
-    n_buffers: int  # pointer arguments, in KernelGraph.buffers order; then xnumel
+    pointer_dtypes: tuple[str, ...]  # element type of each pointer argument (KernelGraph.buffers order); then xnumel
     XBLOCK: int
     RBLOCK: int
     num_warps: int
@@ -54,7 +54,7 @@ def generate(g: KernelGraph, config: Config, header: tuple[str, ...] = ()) -> Ke
     return KernelSpec(
         name,
         "\n".join(src) + "\n",
-        len(g.buffers),
+        tuple(b.dtype.value for b in g.buffers),
         config.XBLOCK,
         config.RBLOCK,
         config.num_warps,

@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from rblock.analysis import Features, Hint
+from rblock.ir.split import split_chunks
 from rblock.plan.config import Candidate, Config
 from rblock.plan.heuristics import Heuristics
 
@@ -108,8 +109,28 @@ def _looped(f: Features, h: Heuristics, register_intensive: bool) -> list[Candid
     return list(dict.fromkeys(by_hint[f.hint]))
 
 
-def plan(f: Features, h: Heuristics, strategy: str = "auto") -> Plan:
-    """Candidates for a kernel with features `f`. `strategy` restricts them to persistent or looped ones."""
+def _split(f: Features, h: Heuristics, first: Config, sm_count: int) -> list[Candidate]:
+    """Split candidates when the kernel would leave SMs idle: few rows, or few blocks of columns."""
+    programs = -(-max(f.xnumel, 1) // first.XBLOCK)
+    if not f.splittable or programs >= h.split_below_sm_fraction * sm_count:
+        return []
+    wanted = -(-h.split_programs_per_sm * sm_count // programs)
+    chunks = split_chunks(f.rnumel, min(wanted, f.rnumel // max(h.split_min_chunk, 1)))
+    if chunks < 2:
+        return []
+    per_chunk = f.rnumel // chunks
+    why = f"{programs} program(s) for {sm_count} SMs: {chunks} slices of {per_chunk} per row, then a combine kernel"
+    if f.hint in (Hint.OUTER, Hint.OUTER_TINY):
+        shapes = [(64, 8, 8), (32, 16, 4)]
+    else:
+        r = min(next_pow2(per_chunk), h.max_r0_block)
+        shapes = [(1, r, warps_for(h, r)), (1, max(r // 2, 1), warps_for(h, r // 2))]
+    return [Candidate(Config("looped", x, r, w, split=chunks), why) for x, r, w in shapes]
+
+
+def plan(f: Features, h: Heuristics, strategy: str = "auto", sm_count: int = 132) -> Plan:
+    """Candidates for a kernel with features `f` on a device with `sm_count` SMs. `strategy` restricts them to
+    persistent or looped ones."""
     register_intensive = (
         f.xnumel >= h.register_intensive_xnumel and f.loads_and_reductions >= h.register_intensive_loads_and_reductions
     )
@@ -117,7 +138,8 @@ def plan(f: Features, h: Heuristics, strategy: str = "auto") -> Plan:
     if strategy == "persistent":
         return Plan("persistent", tuple(_persistent(f, h)), register_intensive)
     if strategy == "looped":
-        return Plan("looped", tuple(_looped(f, h, register_intensive)), register_intensive)
+        looped = _looped(f, h, register_intensive)
+        return Plan("looped", tuple(looped + _split(f, h, looped[0].config, sm_count)), register_intensive)
     if default == "persistent":
         return Plan(default, tuple(_persistent(f, h)), register_intensive)
     cands = _looped(f, h, register_intensive)
@@ -141,4 +163,4 @@ def plan(f: Features, h: Heuristics, strategy: str = "auto") -> Plan:
                 "L2 and no register holds it across the reduction",
             )
         )
-    return Plan(default, tuple(cands), register_intensive)
+    return Plan(default, tuple(cands + _split(f, h, cands[0].config, sm_count)), register_intensive)

@@ -77,6 +77,16 @@ class Heuristics:
     """Tuner: below this many resident programs per SM (from registers), offer RBLOCK/2 (Inductor's
     _dynamic_scale_rblock); never for persistent_rblock."""
 
+    split_below_sm_fraction: float = 1.0
+    """Split a reduction over row slices when its programs would occupy fewer than this fraction of the SMs
+    (few rows, or a column sum with few column blocks). Not yet calibrated: the tuner measures it."""
+
+    split_programs_per_sm: int = 4
+    """A split aims at this many programs per SM."""
+
+    split_min_chunk: int = 1024
+    """Each slice of a split row keeps at least this many elements."""
+
     def __post_init__(self) -> None:
         for f in fields(self):
             assert getattr(self, f.name) >= 0, f"Heuristics.{f.name} must be >= 0"

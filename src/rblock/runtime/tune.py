@@ -4,15 +4,15 @@ from __future__ import annotations
 
 import concurrent.futures
 import os
+from collections.abc import Callable
 from dataclasses import dataclass, replace
 
 import torch
 
-from rblock.codegen.kernel import KernelSpec
+from rblock.errors import CompileFailed
 from rblock.plan.config import Candidate, Config
 from rblock.plan.heuristics import Heuristics
-from rblock.runtime.launch import launch
-from rblock.runtime.loader import load
+from rblock.runtime.launch import Program
 
 
 @dataclass(frozen=True, slots=True)
@@ -36,45 +36,27 @@ class Trial:
         }
 
 
-def _compile(kernel, spec: KernelSpec, buffers: list[torch.Tensor], xnumel: int):
-    compiled = kernel.warmup(
-        *buffers,
-        xnumel,
-        XBLOCK=spec.XBLOCK,
-        RBLOCK=spec.RBLOCK,
-        num_warps=spec.num_warps,
-        num_stages=spec.num_stages,
-        grid=(1,),
-    )
-    compiled._init_handles()
-    return compiled
-
-
 def tune(
     candidates: list[Candidate],
-    specs: dict[Config, KernelSpec],
-    make_spec,
-    buffers: list[torch.Tensor],
-    xnumel: int,
+    make_program: Callable[[Config], Program],
+    inputs: list[torch.Tensor],
+    outputs: list[torch.Tensor],
     h: Heuristics,
     regs_per_sm: int,
-    progress=None,
 ) -> tuple[Config, list[Trial]]:
     import triton.testing
 
-    kernels = {c.config: load(specs[c.config]) for c in candidates}
-    trials: list[Trial] = []
-    resources: dict[Config, tuple[int, int] | Exception] = {}
+    programs = {c.config: make_program(c.config) for c in candidates}
 
-    def build(cfg: Config):
+    def build(cfg: Config) -> tuple[Config, tuple[int, int] | Exception]:
         try:
-            compiled = _compile(kernels[cfg], specs[cfg], buffers, xnumel)
-            return cfg, (int(compiled.n_regs), int(compiled.n_spills))
+            return cfg, programs[cfg].compile(inputs, outputs)
         except Exception as e:  # out of resources, or a Triton bug: the candidate is skipped, not fatal
             return cfg, e
 
+    resources: dict[Config, tuple[int, int] | Exception] = {}
     workers = max(1, min(len(candidates), os.cpu_count() or 1))
-    with concurrent.futures.ThreadPoolExecutor(workers) as pool:
+    with concurrent.futures.ThreadPoolExecutor(workers) as pool:  # ptxas runs outside the GIL
         resources.update(pool.map(lambda c: build(c.config), candidates))
 
     todo = list(candidates)
@@ -82,42 +64,31 @@ def tune(
         res = resources[c.config]
         if isinstance(res, Exception) or c.config.no_rblock_scaling or c.config.single_pass or c.config.RBLOCK == 1:
             continue
-        threads = 32 * c.config.num_warps
-        if regs_per_sm // max(res[0] * threads, 1) < h.min_blocks_per_sm:
+        if regs_per_sm // max(res[0] * 32 * c.config.num_warps, 1) < h.min_blocks_per_sm:
             half = replace(c.config, RBLOCK=c.config.RBLOCK // 2)
             if half not in resources:
-                specs[half] = make_spec(half)
-                kernels[half] = load(specs[half])
+                programs[half] = make_program(half)
                 resources[half] = build(half)[1]
                 todo.append(Candidate(half, f"RBLOCK halved: {res[0]} registers/thread limit occupancy"))
 
-    best: tuple[float, Config] | None = None
+    trials: list[Trial] = []
     for c in todo:
         res = resources[c.config]
         if isinstance(res, Exception):
-            trials.append(
-                Trial(c.config, c.reason, None, None, None, f"compile failed: {type(res).__name__}: {res}"[:300])
-            )
+            note = f"compile failed: {type(res).__name__}: {res}"[:300]
+            trials.append(Trial(c.config, c.reason, None, None, None, note))
             continue
         regs, spills = res
-        if spills > h.max_spill_bytes:
-            trials.append(Trial(c.config, c.reason, None, regs, spills, f"spills {spills} bytes"))
-            continue
-        spec = specs[c.config]
-        kern = kernels[c.config]
-        us = 1000 * triton.testing.do_bench(
-            lambda: launch(kern, spec, buffers, xnumel), warmup=5, rep=20, return_mode="median"
+        timed = spills <= h.max_spill_bytes or all(  # if everything spills, time the spillers too
+            isinstance(r, Exception) or r[1] > h.max_spill_bytes for r in resources.values()
         )
-        trials.append(Trial(c.config, c.reason, us, regs, spills, ""))
-        if best is None or us < best[0]:
-            best = (us, c.config)
-        if progress is not None:
-            progress()
-    if best is None:  # everything spilled: take the least-spilling candidate that compiled
-        ok = [t for t in trials if t.n_regs is not None]
-        if not ok:
-            from rblock.errors import CompileFailed
-
-            raise CompileFailed("no candidate compiled: " + "; ".join(t.note for t in trials))
-        return min(ok, key=lambda t: t.n_spills).config, trials
-    return best[1], trials
+        us = None
+        if timed:
+            prog = programs[c.config]
+            ms = triton.testing.do_bench(lambda: prog.run(inputs, outputs), warmup=5, rep=20, return_mode="median")
+            us = 1000 * ms
+        trials.append(Trial(c.config, c.reason, us, regs, spills, "" if timed else f"spills {spills} bytes"))
+    timed_trials = [t for t in trials if t.median_us is not None]
+    if not timed_trials:
+        raise CompileFailed("no candidate compiled: " + "; ".join(t.note for t in trials))
+    return min(timed_trials, key=lambda t: t.median_us).config, trials

@@ -1,0 +1,86 @@
+"""Split reductions: a partials kernel over row slices plus a combine kernel compute what one kernel does."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+import rblock
+from rblock.analysis import analyze
+from rblock.compiler import recording
+from rblock.ir.passes import dead_code, simplify_dims
+from rblock.ir.split import can_split, split, split_chunks
+from rblock.ir.verify import verify
+from rblock.plan import DEFAULT, plan
+from rblock.trace import trace
+
+
+def graph_of(fn, *args):
+    lowered, _ = trace("t", fn, args, {})
+    return verify(dead_code(simplify_dims(verify(lowered.graph))))
+
+
+CASES = [
+    ("sum rows", lambda x: x.sum(-1), (3, 4096)),
+    ("sum one row", lambda x: x.sum(-1), (1, 8192)),
+    ("column sum", lambda x: x.sum(0), (4096, 5)),
+    ("mean", lambda x: x.mean(-1, keepdim=True), (2, 2048)),
+    ("amax", lambda x: x.amax(-1), (3, 2048)),
+    ("amin of columns", lambda x: x.amin(0), (2048, 3)),
+    ("var", lambda x: torch.var(x, -1), (3, 4096)),
+    ("std of columns", lambda x: torch.std(x, 0), (2048, 7)),
+    ("var_mean", lambda x: torch.var_mean(x, -1, correction=0), (2, 2048)),
+    ("scaled sum", lambda x: (x * 2.0).sum(-1) + 1.0, (2, 4096)),
+    ("count", lambda x: (x > 0).sum(-1), (2, 4096)),
+]
+
+
+@pytest.mark.parametrize(("name", "fn", "shape"), CASES, ids=[c[0] for c in CASES])
+@pytest.mark.parametrize("chunks", [2, 16])
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+def test_split_matches_pytorch(name, fn, shape, chunks, dtype):
+    torch.manual_seed(chunks)
+    x = (torch.randn(*shape) + 3.0).to(dtype)  # a mean far from zero exercises the variance combine
+    cfg = rblock.Config("looped", 1, 256, 4, split=chunks)
+    with rblock.settings(config=cfg), recording() as log:
+        out = rblock.compile(fn, name=name.replace(" ", "_"))(x)
+    assert len(log[0].program.stages) == 2
+    ref = fn(x.double())
+    outs, refs = (out, ref) if isinstance(out, tuple) else ((out,), (ref,))
+    tol = 1e-5 if dtype == torch.float32 else 2e-2
+    for o, r in zip(outs, refs):
+        assert o.shape == r.shape
+        r = r.double()
+        torch.testing.assert_close(o.double(), r, rtol=tol, atol=tol * max(1.0, r.abs().max().item()))
+
+
+def test_split_reads_each_input_once_plus_partials():
+    g = graph_of(lambda x: torch.var(x, -1), torch.randn(4, 8192))
+    sk = split(g, 8)
+    assert verify(sk.first).x_sizes == (4, 8) and sk.first.r_sizes == (1024,)
+    assert verify(sk.second).r_sizes == (8,)
+    assert [b.name for b in sk.workspace] == ["part0", "part1"]  # welford: means and m2s
+
+
+def test_what_cannot_be_split():
+    assert not can_split(graph_of(lambda x: torch.softmax(x, -1), torch.randn(2, 64)))  # full-size output
+    assert not can_split(graph_of(lambda x: torch.argmax(x, -1), torch.randn(2, 64)))
+    x = torch.randn(2, 64)
+    assert not can_split(graph_of(lambda x: (x - x.mean(-1, keepdim=True)).abs().sum(-1), x))  # two levels
+    assert split_chunks(4096, 100) == 64 and split_chunks(50257, 64) == 1 and split_chunks(3000, 64) == 8
+
+
+def test_planner_splits_few_rows_and_column_sums():
+    few_rows = plan(analyze(graph_of(lambda x: x.sum(-1), torch.randn(4, 2**16)), DEFAULT), DEFAULT)
+    assert any(c.config.split > 1 for c in few_rows.candidates)
+    assert few_rows.candidates[0].config.split == 1  # untuned runs take the single kernel
+    cols = plan(analyze(graph_of(lambda x: x.sum(0), torch.randn(2**14, 256)), DEFAULT), DEFAULT)
+    assert any(c.config.split > 1 for c in cols.candidates)
+    many_rows = plan(analyze(graph_of(lambda x: x.sum(-1), torch.randn(4096, 2048)), DEFAULT), DEFAULT)
+    assert all(c.config.split == 1 for c in many_rows.candidates)
+
+
+def test_impossible_split_is_refused():
+    with rblock.settings(config=rblock.Config("looped", 1, 64, 4, split=4)):
+        with pytest.raises(rblock.InvalidArgument, match="splits"):
+            rblock.softmax(torch.randn(2, 64), -1)
