@@ -22,6 +22,7 @@ def report(c: Compiled) -> dict:
                 "num_warps": cand.config.num_warps,
                 "num_stages": cand.config.num_stages,
                 "no_rblock_scaling": cand.config.no_rblock_scaling,
+                "split": cand.config.split,
                 "reason": cand.reason,
             }
             for cand in c.plan.candidates

@@ -111,6 +111,7 @@ def cmd_explain(args) -> int:
         print("candidates:")
         for c in r["candidates"]:
             flag = " no_rblock_scaling" if c["no_rblock_scaling"] else ""
+            flag += f" split={c['split']}" if c["split"] > 1 else ""
             print(
                 f"  {c['kind']:<18} XBLOCK={c['XBLOCK']:<4} RBLOCK={c['RBLOCK']:<6} "
                 f"warps={c['num_warps']:<3}{flag}  {c['reason']}"
