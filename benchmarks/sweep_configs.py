@@ -31,8 +31,7 @@ def configs(n: int) -> list[rblock.Config]:
             per_thread = xblock * rb // (32 * warps)
             if not 4 <= per_thread <= 64:
                 continue
-            for pps, stages in ((0, 1), (1, 1), (2, 1), (1, 2), (1, 3), (4, 1)):
-                out.append(rblock.Config("persistent", xblock, rb, warps, stages, programs_per_sm=pps))
+            out.append(rblock.Config("persistent", xblock, rb, warps))
     out += [rblock.Config("looped", 1, min(rb, 2048), 8), rblock.Config("looped", 1, min(rb, 4096), 16)]
     return out
 

@@ -29,7 +29,6 @@ class KernelSpec:
     RBLOCK: int
     num_warps: int
     num_stages: int
-    programs_per_sm: int  # 0: one program per XBLOCK rows; k: k programs per SM loop over the rows
 
 
 def generate(g: KernelGraph, config: Config, header: tuple[str, ...] = ()) -> KernelSpec:
@@ -59,7 +58,6 @@ def generate(g: KernelGraph, config: Config, header: tuple[str, ...] = ()) -> Ke
         config.RBLOCK,
         config.num_warps,
         config.num_stages,
-        config.programs_per_sm,
     )
 
 
@@ -98,43 +96,27 @@ class _Body:
     def lines(self) -> list[str]:
         g = self.g
         pid = "tl.program_id(0).to(tl.int64)" if g.index_bits == 64 else "tl.program_id(0)"
-        grid_loop = self.cfg.programs_per_sm > 0
         self.out = [
             f"rnumel = {g.rnumel}",
-            f"rbase = tl.arange(0, RBLOCK)[None, :]{'.to(tl.int64)' if g.index_bits == 64 else ''}",
-        ]
-        if not self.looped:
-            self.out += ["rindex = rbase", "rmask = rindex < rnumel", *_dim_vars("r", "rindex", g.r_sizes)]
-            if grid_loop:  # parameters shared by all rows: load once per program, outside the row loop
-                for i, n in enumerate(g.nodes):
-                    if n.op == Op.LOAD and n.rank == Rank.FULL and not any(n.attr.x_strides):
-                        self.emit(i)
-        head, self.out = self.out, []
-        xstart = "xoffset" if grid_loop else f"{pid} * XBLOCK"
-        self.out += [
-            f"xindex = {xstart} + tl.arange(0, XBLOCK)[:, None]",
+            f"xindex = {pid} * XBLOCK + tl.arange(0, XBLOCK)[:, None]",
             "xmask = xindex < xnumel",
             *_dim_vars("x", "xindex", g.x_sizes),
+            f"rbase = tl.arange(0, RBLOCK)[None, :]{'.to(tl.int64)' if g.index_bits == 64 else ''}",
         ]
         stores = [i for i, n in enumerate(g.nodes) if n.op == Op.STORE]
         if not self.looped:
-            self.out.append("mask = xmask & rmask")
+            self._r_header("rbase")
             for i in stores:
                 self.emit(i)
-        else:
-            passes = looped_passes(g)
-            self.loop_uses = [loads_in_pass(g, p) for p in passes]
-            for k, targets in enumerate(passes):
-                self._loop(k, targets)
-            for i in stores:
-                if g.nodes[i].rank != Rank.FULL:
-                    self.emit(i)
-        if not grid_loop:
-            return head + self.out
-        # a persistent grid: programs_per_sm programs per SM walk the row blocks, so the next rows' loads
-        # overlap this row's reduction and stores
-        loop = f"for xoffset in tl.range({pid} * XBLOCK, xnumel, tl.num_programs(0) * XBLOCK):"
-        return head + [loop] + [f"    {line}" for line in self.out]
+            return self.out
+        passes = looped_passes(g)
+        self.loop_uses = [loads_in_pass(g, p) for p in passes]
+        for k, targets in enumerate(passes):
+            self._loop(k, targets)
+        for i in stores:
+            if g.nodes[i].rank != Rank.FULL:
+                self.emit(i)
+        return self.out
 
     def _r_header(self, rindex: str) -> None:
         self.out.append(f"rindex = {rindex}")

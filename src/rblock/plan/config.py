@@ -17,7 +17,6 @@ class Config:
     num_warps: int
     num_stages: int = 1
     no_rblock_scaling: bool = False  # the tuner must not shrink RBLOCK
-    programs_per_sm: int = 0  # 0: a program per XBLOCK rows; k > 0: a grid of k programs per SM looping over rows
     split: int = 1  # > 1: a first kernel reduces this many slices of each row in parallel, a second combines them
 
     def __post_init__(self) -> None:
@@ -40,7 +39,6 @@ class Config:
 
     def __str__(self) -> str:
         flags = ", no_rblock_scaling" if self.no_rblock_scaling else ""
-        flags += f", programs_per_sm={self.programs_per_sm}" if self.programs_per_sm else ""
         flags += f", split={self.split}" if self.split > 1 else ""
         return (
             f"{self.kind}(XBLOCK={self.XBLOCK}, RBLOCK={self.RBLOCK}, "

@@ -7,17 +7,13 @@ from dataclasses import dataclass
 import torch
 
 from rblock.codegen.kernel import KernelSpec
-from rblock.runtime.device import device_properties
 from rblock.runtime.loader import load
 
 
 def launch(kernel, spec: KernelSpec, buffers: list[torch.Tensor], xnumel: int) -> None:
     if xnumel == 0:
         return
-    blocks = (xnumel + spec.XBLOCK - 1) // spec.XBLOCK
-    if spec.programs_per_sm:
-        blocks = min(blocks, spec.programs_per_sm * int(device_properties()["sm_count"]))
-    kernel[(blocks,)](
+    kernel[((xnumel + spec.XBLOCK - 1) // spec.XBLOCK,)](
         *buffers,
         xnumel,
         XBLOCK=spec.XBLOCK,
