@@ -62,3 +62,31 @@ def test_corrupt_entry_is_ignored_with_a_warning():
     with warnings.catch_warnings():
         warnings.simplefilter("error")
         assert cache.lookup(KEY)[0] == CFG
+
+
+def test_a_new_process_takes_the_tuned_winner_without_timing(monkeypatch):
+    import torch
+
+    import rblock
+    from rblock import compiler
+    from rblock.runtime import device
+
+    def fn(x):
+        return torch.softmax(x, -1)
+
+    x = torch.randn(3, 3000)
+    winner = Config("looped", 1, 512, 4)
+    with rblock.settings(config=winner):
+        graph = rblock.compile(fn).compiled_for(x).graph
+    cache.store(compiler.tune_key(graph, "auto"), winner, [])
+
+    def no_timing(*args, **kwargs):
+        raise AssertionError("the cache held the winner: nothing should be timed")
+
+    monkeypatch.setattr(device, "interpreted", lambda: False)  # as on a GPU: tuning is on
+    monkeypatch.setattr(compiler, "tune", no_timing)
+    fresh = rblock.compile(fn)  # nothing in memory, as in a new process
+    out = fresh(x)
+    entry = fresh.compiled_for(x)
+    assert entry.from_cache and entry.config == winner and not entry.trials
+    torch.testing.assert_close(out, torch.softmax(x, -1), rtol=1e-5, atol=1e-6)
