@@ -19,7 +19,7 @@ from rblock import __version__
 from rblock import settings as settings_mod
 from rblock.analysis import Features, analyze
 from rblock.codegen.kernel import KernelSpec, generate
-from rblock.errors import InvalidArgument
+from rblock.errors import CompileFailed, InvalidArgument
 from rblock.ir import KernelGraph
 from rblock.ir.passes import dead_code, reciprocal_row_divisors, simplify_dims
 from rblock.ir.split import can_split, split
@@ -94,8 +94,10 @@ def build(name: str, fn, args: tuple, kwargs: dict, s: settings_mod.Settings, h:
                 "config",
                 f"is {cfg.kind} with RBLOCK {cfg.RBLOCK}, but {name}'s rows have {g.rnumel // cfg.split} elements",
             )
-    elif device.interpreted() or not s.tune or not settings_mod.tune_enabled_by_env() or len(p.candidates) == 1:
+    elif device.interpreted():
         cfg = p.candidates[0].config
+    elif not s.tune or not settings_mod.tune_enabled_by_env() or len(p.candidates) == 1:
+        cfg = _first_that_compiles(g, p, lowered, tensors)
     else:
         cfg, trials, from_cache = _tuned(g, p, lowered, tensors, h, s.strategy)
     program = make_program(g, cfg, header_lines(features, p, cfg))
@@ -144,13 +146,31 @@ def tune_key(g: KernelGraph, strategy: str) -> cache.TuneKey:
     )
 
 
+def _buffers(lowered, tensors) -> tuple[list[torch.Tensor], list[torch.Tensor]]:
+    inputs = [tensors[i] for i in lowered.input_order]
+    outs = [torch.empty_strided(sh, st, dtype=dt, device=inputs[0].device) for sh, st, dt in lowered.outputs]
+    return inputs, outs
+
+
+def _first_that_compiles(g: KernelGraph, p: Plan, lowered, tensors) -> Config:
+    """Without tuning, the planner's first candidate, or the next one if the GPU compiler refuses it."""
+    inputs, outs = _buffers(lowered, tensors)
+    errors = []
+    for cand in p.candidates:
+        try:
+            make_program(g, cand.config).compile(inputs, outs)
+            return cand.config
+        except Exception as e:  # out of resources and the like: try the next candidate
+            errors.append(f"{cand.config}: {type(e).__name__}: {e}"[:300])
+    raise CompileFailed(f"{g.name}: no candidate compiled: " + "; ".join(errors))
+
+
 def _tuned(g, p: Plan, lowered, tensors, h: Heuristics, strategy: str):
     key = tune_key(g, strategy)
     hit = cache.lookup(key)
     if hit is not None:
         return hit[0], (), True
-    inputs = [tensors[i] for i in lowered.input_order]
-    outs = [torch.empty_strided(sh, st, dtype=dt, device=inputs[0].device) for sh, st, dt in lowered.outputs]
+    inputs, outs = _buffers(lowered, tensors)
     regs_per_sm = int(device.device_properties()["regs_per_sm"])
     cfg, trials = tune(list(p.candidates), functools.partial(make_program, g), inputs, outs, h, regs_per_sm)
     cache.store(key, cfg, [t.as_dict() for t in trials])

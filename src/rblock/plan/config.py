@@ -22,8 +22,13 @@ class Config:
     def __post_init__(self) -> None:
         for name in ("XBLOCK", "RBLOCK", "num_warps", "split"):
             v = getattr(self, name)
-            assert v >= 1 and v & (v - 1) == 0, f"{name} must be a power of two, got {v}"
-        assert self.kind in ("persistent", "looped", "persistent_rblock"), self.kind
+            if not isinstance(v, int) or v < 1 or v & (v - 1):
+                raise ValueError(f"rblock.Config: {name} must be a power of two, got {v!r}")
+        if self.kind not in ("persistent", "looped", "persistent_rblock"):
+            allowed = "'persistent', 'looped' or 'persistent_rblock'"
+            raise ValueError(f"rblock.Config: kind must be {allowed}, got {self.kind!r}")
+        if not isinstance(self.num_stages, int) or self.num_stages < 1:
+            raise ValueError(f"rblock.Config: num_stages must be a positive int, got {self.num_stages!r}")
 
     @property
     def single_pass(self) -> bool:
