@@ -23,6 +23,11 @@ def report(c: Compiled) -> dict:
                 "num_stages": cand.config.num_stages,
                 "no_rblock_scaling": cand.config.no_rblock_scaling,
                 "split": cand.config.split,
+                "live_fp32_per_thread": (
+                    c.features.live_fp32_per_thread(cand.config.XBLOCK, cand.config.RBLOCK, cand.config.num_warps)
+                    if cand.config.single_pass
+                    else None
+                ),
                 "reason": cand.reason,
             }
             for cand in c.plan.candidates

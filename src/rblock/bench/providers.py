@@ -15,6 +15,7 @@ import torch.nn.functional as F
 
 import rblock
 from rblock.bench import inductor
+from rblock.ops.registry import OPS as REGISTRY
 
 OPS = (
     "rms_norm",
@@ -41,21 +42,13 @@ Inputs = list[torch.Tensor]
 Call = Callable[[], object]
 
 
+# each benchmarked op as rblock's registry knows it: (registry name, reduced dim)
+_REGISTRY = {op: ("sum", 0) if op == "sum_dim0" else (op, -1) for op in OPS}
+
+
 def make_inputs(op: str, m: int, n: int, dtype: torch.dtype, device: torch.device | str) -> Inputs:
     """Random inputs of shape (M, N); sum_dim0 reduces over M."""
-
-    def randn(*shape: int) -> torch.Tensor:
-        return torch.randn(*shape, dtype=dtype, device=device)
-
-    if op == "rms_norm":
-        return [randn(m, n), randn(n)]
-    if op == "layer_norm":
-        return [randn(m, n), randn(n), randn(n)]
-    if op == "cross_entropy":
-        return [randn(m, n), torch.randint(0, n, (m,), device=device)]
-    if op == "fused_add_rms_norm":
-        return [randn(m, n), randn(m, n), randn(n)]
-    return [randn(m, n)]
+    return REGISTRY[_REGISTRY[op][0]].make_inputs(m, n, dtype, device)
 
 
 def _fused_add_rms_norm(x: torch.Tensor, r: torch.Tensor, w: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
@@ -107,18 +100,6 @@ EAGER: dict[str, Callable[..., object]] = {
     "sum_dim0": _sum_dim0,
 }
 
-RBLOCK: dict[str, Callable[..., object]] = {
-    "rms_norm": lambda x, w: rblock.rms_norm(x, (x.shape[-1],), w, 1e-6),
-    "layer_norm": lambda x, w, b: rblock.layer_norm(x, (x.shape[-1],), w, b, 1e-5),
-    "softmax": lambda x: rblock.softmax(x, -1),
-    "log_softmax": lambda x: rblock.log_softmax(x, -1),
-    "cross_entropy": lambda logits, target: rblock.cross_entropy(logits, target),
-    "fused_add_rms_norm": lambda x, r, w: rblock.fused_add_rms_norm(x, r, w, 1e-6),
-    "sum": lambda x: rblock.sum(x, -1),
-    "var": lambda x: rblock.var(x, -1),
-    "sum_dim0": lambda x: rblock.sum(x, 0),
-}
-
 
 def reference(op: str, inputs: Inputs) -> tuple[torch.Tensor, ...]:
     """The eager formula on fp64 copies of the inputs, on the inputs' device."""
@@ -138,16 +119,16 @@ class Provider:
 
 
 def _rblock(op: str, inputs: Inputs) -> Call:
-    fn = RBLOCK[op]
-    return lambda: fn(*inputs)
+    name, dim = _REGISTRY[op]
+    return lambda: REGISTRY[name].run(inputs, dim)
 
 
 def _rblock_looped(op: str, inputs: Inputs) -> Call:
-    fn = RBLOCK[op]
+    name, dim = _REGISTRY[op]
 
     def call() -> object:
         with rblock.settings(strategy="looped"):
-            return fn(*inputs)
+            return REGISTRY[name].run(inputs, dim)
 
     return call
 

@@ -89,7 +89,8 @@ class Heuristics:
 
     def __post_init__(self) -> None:
         for f in fields(self):
-            assert getattr(self, f.name) >= 0, f"Heuristics.{f.name} must be >= 0"
+            if getattr(self, f.name) < 0:
+                raise ValueError(f"rblock.Heuristics: {f.name} must be >= 0, got {getattr(self, f.name)}")
 
 
 DEFAULT = Heuristics()
