@@ -104,12 +104,14 @@ def build(name: str, fn, args: tuple, kwargs: dict, s: settings_mod.Settings, h:
     return Compiled(g, features, p, cfg, program, lowered.input_order, lowered.outputs, out_spec, trials, from_cache)
 
 
-def make_program(g: KernelGraph, cfg: Config, header: tuple[str, ...] = ()) -> Program:
-    """The kernels that compute `g` with `cfg`: one, or a partials kernel and a combine kernel."""
+def make_program(g: KernelGraph, cfg: Config, header: tuple[str, ...] = (), interpret: bool | None = None) -> Program:
+    """The kernels that compute `g` with `cfg`: one, or a partials kernel and a combine kernel. `interpret`: for
+    Triton's interpreter (default: whether this process runs it)."""
+    interpret = device.interpreted() if interpret is None else interpret
     n_in, n_out = len(g.inputs), len(g.outputs)
     if cfg.split == 1:
         args = (*(("in", i) for i in range(n_in)), *(("out", j) for j in range(n_out)))
-        return Program((Stage(generate(g, cfg, header), args, g.xnumel),))
+        return Program((Stage(generate(g, cfg, header, interpret), args, g.xnumel),))
     sk = split(g, cfg.split)
     first, second = verify(dead_code(sk.first)), verify(dead_code(sk.second))
     combine = Config(
@@ -120,12 +122,12 @@ def make_program(g: KernelGraph, cfg: Config, header: tuple[str, ...] = ()) -> P
     return Program(
         (
             Stage(
-                generate(first, replace(cfg, split=1), header + note),
+                generate(first, replace(cfg, split=1), header + note, interpret),
                 (*(("in", i) for i in range(n_in)), *ws),
                 first.xnumel,
             ),
             Stage(
-                generate(second, combine, note),
+                generate(second, combine, note, interpret),
                 (*(("in", i) for i in range(n_in)), *ws, *(("out", j) for j in range(n_out))),
                 second.xnumel,
             ),

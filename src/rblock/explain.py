@@ -23,8 +23,11 @@ def report(c: Compiled) -> dict:
                 "num_stages": cand.config.num_stages,
                 "no_rblock_scaling": cand.config.no_rblock_scaling,
                 "split": cand.config.split,
+                "recompute": cand.config.recompute,
                 "live_fp32_per_thread": (
-                    c.features.live_fp32_per_thread(cand.config.XBLOCK, cand.config.RBLOCK, cand.config.num_warps)
+                    c.features.live_fp32_per_thread(
+                        cand.config.XBLOCK, cand.config.RBLOCK, cand.config.num_warps, cand.config.recompute
+                    )
                     if cand.config.single_pass
                     else None
                 ),

@@ -36,15 +36,18 @@ class Features:
     mem_ops_per_thread: int  # distinct load/store indices
     loads_and_reductions: int
     full_tiles: int  # full-size values a persistent tile keeps live across its reductions
+    online_reductions: int  # softmax statistics and Welford: looped, they update per element (exps, divisions)
+    narrow_loads: bool  # some full-size input is 16-bit: a single-pass tile can hold it at half the registers
     is_2d: bool  # both more than one row and more than one element per row
     splittable: bool  # the reductions can be split over row slices and combined by a second kernel
 
     def __post_init__(self) -> None:
         assert self.persistent_bytes >= 0 and self.looped_bytes >= self.persistent_bytes, self
 
-    def live_fp32_per_thread(self, xblock: int, rblock: int, num_warps: int) -> float:
-        """Registers (fp32 values) one thread holds for a persistent [xblock, rblock] tile."""
-        return xblock * rblock * self.full_tiles / (32 * num_warps)
+    def live_fp32_per_thread(self, xblock: int, rblock: int, num_warps: int, recompute: bool = False) -> float:
+        """Registers (fp32 values) one thread holds for a persistent [xblock, rblock] tile; holding 16-bit inputs
+        as loaded (recompute) halves them."""
+        return xblock * rblock * self.full_tiles / (32 * num_warps) / (2 if recompute else 1)
 
     def as_dict(self) -> dict:
         d = asdict(self)
@@ -108,6 +111,8 @@ def analyze(g: KernelGraph, heuristics) -> Features:
         mem_ops_per_thread=len({(n.attr.buffer, n.attr) for _, n in mem}),
         loads_and_reductions=sum(1 for _, n in mem if n.op != Op.STORE) + sum(1 for n in g.nodes if n.op in REDUCE_OPS),
         full_tiles=full_loads + 1,
+        online_reductions=sum(1 for n in g.nodes if n.op in (Op.SOFTMAX_STATS, Op.WELFORD)),
+        narrow_loads=any(n.op == Op.LOAD and n.rank == Rank.FULL and n.dtype.itemsize == 2 for _, n in mem),
         is_2d=g.xnumel > 1 and g.rnumel > 1,
         splittable=can_split(g),
     )

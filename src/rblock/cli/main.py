@@ -112,6 +112,7 @@ def cmd_explain(args) -> int:
         for c in r["candidates"]:
             flag = " no_rblock_scaling" if c["no_rblock_scaling"] else ""
             flag += f" split={c['split']}" if c["split"] > 1 else ""
+            flag += " recompute" if c["recompute"] else ""
             print(
                 f"  {c['kind']:<18} XBLOCK={c['XBLOCK']:<4} RBLOCK={c['RBLOCK']:<6} "
                 f"warps={c['num_warps']:<3}{flag}  {c['reason']}"

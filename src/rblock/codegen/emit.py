@@ -54,6 +54,26 @@ def _welford(mean_a, m2_a, n_a, mean_b, m2_b, n_b):
     return mean_a + delta * frac_b, m2_a + m2_b + delta * delta * n_a * frac_b, n
 """
 
+# 16-bit -> fp32 for recompute kernels: inline PTX with side effects, so the compiler neither merges it with an
+# earlier conversion of the same value nor moves it above a reduction; the value stays in registers at 16 bits.
+WIDEN = """
+@triton.jit
+def _widen(x):
+    if x.dtype == tl.bfloat16:  # two bf16 per register: each becomes the high half of an fp32
+        bits = tl.inline_asm_elementwise(
+            "shl.b32 $0, $2, 16;\\n and.b32 $1, $2, 0xffff0000;", "=r,=r,r", [x], dtype=tl.uint32, is_pure=False, pack=2
+        )
+        return bits.to(tl.float32, bitcast=True)
+    return tl.inline_asm_elementwise("cvt.f32.f16 $0, $1;", "=f,h", [x], dtype=tl.float32, is_pure=False, pack=1)
+"""
+
+# Triton's interpreter runs no PTX; the conversion is exact either way.
+WIDEN_PLAIN = """
+@triton.jit
+def _widen(x):
+    return x.to(tl.float32)
+"""
+
 _BINARY_FMT = {
     Op.ADD: "{} + {}",
     Op.SUB: "{} - {}",

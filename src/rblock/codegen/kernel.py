@@ -1,7 +1,9 @@
 """KernelGraph + Config -> Triton source. One generator; the strategy decides the shape of the body.
 
 Persistent (and persistent_rblock): the row is one [XBLOCK, RBLOCK] tile, every input is loaded once and
-reductions are computed in registers where they are needed. Looped: one `for r0_offset` loop per reduction
+reductions are computed in registers where they are needed. With `recompute`, 16-bit
+inputs stay in registers as loaded (half the registers of fp32) and the full-size values a later step needs are
+recomputed from them after each reduction. Looped: one `for r0_offset` loop per reduction
 level (a reduction whose input needs another reduction's result waits for that one's loop), accumulating in
 [XBLOCK, RBLOCK] registers, then a last loop for full-size outputs that re-loads what it needs.
 """
@@ -11,7 +13,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-from rblock.codegen.emit import HELPERS, TL_DTYPE, literal, pointwise, round16
+from rblock.codegen.emit import HELPERS, TL_DTYPE, WIDEN, WIDEN_PLAIN, literal, pointwise, round16
 from rblock.ir import Access, DType, KernelGraph, Op, Rank
 from rblock.ir.nodes import POINTWISE_OPS, REDUCE_OPS
 from rblock.ir.query import full_cone, loads_in_pass, looped_passes
@@ -31,7 +33,8 @@ class KernelSpec:
     num_stages: int
 
 
-def generate(g: KernelGraph, config: Config, header: tuple[str, ...] = ()) -> KernelSpec:
+def generate(g: KernelGraph, config: Config, header: tuple[str, ...] = (), interpret: bool = False) -> KernelSpec:
+    """`interpret`: for Triton's interpreter, which runs no inline PTX (`_widen` becomes a plain conversion)."""
     name = f"_rblock_{g.name}"
     body = _Body(g, config).lines()
     args = [f"{'out' if b.is_output else 'in'}_ptr{_ordinal(g, i)}" for i, b in enumerate(g.buffers)]
@@ -43,6 +46,7 @@ def generate(g: KernelGraph, config: Config, header: tuple[str, ...] = ()) -> Ke
         "import triton",
         "import triton.language as tl",
         HELPERS,
+        WIDEN_PLAIN if interpret else WIDEN,
         "",
         "@triton.jit",
         f"def {name}({', '.join(args)}, xnumel, XBLOCK: tl.constexpr, RBLOCK: tl.constexpr):",
@@ -81,9 +85,12 @@ class _Body:
     def __init__(self, g: KernelGraph, config: Config) -> None:
         self.g, self.cfg = g, config
         self.looped = not config.single_pass
+        self.recompute = config.recompute
         self.out: list[str] = []
         self.outer: dict[int, str] = {}  # values defined at function scope
-        self.local: dict[int, str] = {}  # values defined in the current loop body
+        self.local: dict[int, str] = {}  # values of the current loop body, or (recompute) since the last reduction
+        self.raw: dict[int, str] = {}  # recompute: 16-bit full loads as loaded, kept across reductions
+        self.epoch = 0  # recompute: reductions emitted so far
         users = g.users()
         # casts whose only users are stores of the same type: the store rounds, no need to round twice
         self.rounded_by_store = {
@@ -156,16 +163,25 @@ class _Body:
         n = self.g.nodes[i]
         if n.op == Op.CONST:
             return literal(n.attr)
-        scope = self.local if (self.looped and n.rank == Rank.FULL) else self.outer
-        if i in scope:
-            return scope[i]
+        if i in self._scope(n):
+            return self._scope(n)[i]
         if n.op == Op.GETITEM:
             self.emit(n.args[0])
-            scope[i] = f"tmp{n.args[0]}_{n.attr}"
-            return scope[i]
+            self.outer[i] = f"tmp{n.args[0]}_{n.attr}"
+            return self.outer[i]
+        epoch = self.epoch
         ops = [self.emit(a) for a in n.args]
+        if self.epoch != epoch:  # an operand ran a reduction: recompute the full-size operands after it
+            ops = [self.emit(a) for a in n.args]
         var = f"tmp{i}"
-        if n.op == Op.LOAD:
+        if n.op == Op.LOAD and self._holds_raw(n):
+            if i not in self.raw:
+                self.out.append(f"# ir %{i}: load {n.attr}, held as loaded")
+                self.raw[i] = f"tmp{i}_raw"
+                self.out.append(f"{self.raw[i]} = {self._load(i, n.attr, n.dtype, widen=False)}")
+            var = f"tmp{i}_{self.epoch}"
+            self.out.append(f"{var} = _widen({self.raw[i]})")
+        elif n.op == Op.LOAD:
             self.out.append(f"# ir %{i}: load {n.attr}")
             self.out.append(f"{var} = {self._load(i, n.attr, n.dtype)}")
         elif n.op == Op.GATHER:
@@ -178,17 +194,42 @@ class _Body:
         elif n.op in POINTWISE_OPS:
             expr = ops[0] if i in self.rounded_by_store else pointwise(n, ops, self.g)
             if expr in ops:  # a no-op cast: reuse the operand's name
-                scope[i] = expr
+                self._scope(n)[i] = expr
                 return expr
             self.out.append(f"{var} = {expr}  # ir %{i}: {n.op.name.lower()}")
         elif n.op in REDUCE_OPS:
             assert not self.looped, f"reduction %{i} must be finished by its loop"
             self.out.append(f"# ir %{i}: {n.op.name.lower()} %{n.args[0]}")
             self.out += self._reduce_inline(i, n.op, ops[0])
+            self._next_epoch()
         else:
             raise AssertionError(f"no codegen for {n}")
-        scope[i] = var
+        self._scope(n)[i] = var
         return var
+
+    def _scope(self, n) -> dict[int, str]:
+        """Where node n's name lives: full-size values per loop body, or (recompute) until the next reduction."""
+        if n.rank != Rank.FULL:
+            return self.outer
+        if self.looped or (self.recompute and (n.op != Op.LOAD or self._holds_raw(n))):
+            return self.local
+        return self.outer
+
+    def _holds_raw(self, n) -> bool:
+        return self.recompute and n.rank == Rank.FULL and n.dtype in (DType.BF16, DType.F16)
+
+    def _next_epoch(self) -> None:
+        """recompute: full-size values from before a reduction are not used after it, but computed again."""
+        if self.recompute:
+            self.epoch += 1
+            self.local = {}
+
+    def _again(self, i: int, name: str) -> str:
+        """Operand `i` (named `name`) once more after a reduction inside a multi-step reduction."""
+        if not self.recompute:
+            return name
+        self._next_epoch()
+        return self.emit(i)
 
     def _index(self, acc: Access, with_r: bool = True) -> tuple[str, bool, bool]:
         terms = [f"x{k}" if s == 1 else f"x{k} * {s}" for k, s in enumerate(acc.x_strides) if s]
@@ -202,7 +243,7 @@ class _Body:
         b = self.g.buffers[buffer]
         return f"{'out' if b.is_output else 'in'}_ptr{_ordinal(self.g, buffer)}"
 
-    def _load(self, i: int, acc: Access, dt: DType) -> str:
+    def _load(self, i: int, acc: Access, dt: DType, widen: bool = True) -> str:
         idx, has_x, has_r = self._index(acc)
         mask = "mask" if has_x and has_r else "rmask" if has_r else "xmask" if has_x else None
         policy = self._eviction(i, has_x)
@@ -212,7 +253,7 @@ class _Body:
         if policy:
             args.append(f"eviction_policy='{policy}'")
         text = f"tl.load({', '.join(args)})"
-        return f"{text}.to(tl.float32)" if dt in (DType.BF16, DType.F16) else text
+        return f"{text}.to(tl.float32)" if widen and dt in (DType.BF16, DType.F16) else text
 
     def _eviction(self, i: int, has_x: bool) -> str | None:
         if not has_x:
@@ -260,16 +301,24 @@ class _Body:
             idx = "tl.broadcast_to(rindex, [XBLOCK, RBLOCK])"
             return [f"_, {t} = tl.reduce((tl.where(mask, {v}, {ident}), {idx}), 1, {fn})", f"{t} = {t}[:, None]"]
         if op == Op.WELFORD:  # two-pass in registers, with the mean corrected by the mean of the residuals
-            return [
-                f"{t}_shift = tl.sum(tl.where(mask, {v}, 0.0), 1)[:, None] / rnumel",
+            first = [f"{t}_shift = tl.sum(tl.where(mask, {v}, 0.0), 1)[:, None] / rnumel"]
+            saved, self.out = self.out, []
+            v = self._again(n.args[0], v)
+            first += self.out
+            self.out = saved
+            return first + [
                 f"{t}_d = tl.where(mask, {v} - {t}_shift, 0.0)",
                 f"{t}_dsum = tl.sum({t}_d, 1)[:, None]",
                 f"{t}_0 = {t}_shift + {t}_dsum / rnumel",
                 f"{t}_1 = tl.maximum(tl.sum({t}_d * {t}_d, 1)[:, None] - {t}_dsum * {t}_dsum / rnumel, 0.0)",
             ]
         assert op == Op.SOFTMAX_STATS
-        return [
-            f'{t}_max = tl.reduce(tl.where(mask, {v}, float("-inf")), 1, _maximum)[:, None]',
+        first = [f'{t}_max = tl.reduce(tl.where(mask, {v}, float("-inf")), 1, _maximum)[:, None]']
+        saved, self.out = self.out, []
+        v = self._again(n.args[0], v)
+        first += self.out
+        self.out = saved
+        return first + [
             f'{t}_0 = tl.where({t}_max == float("-inf"), 0.0, {t}_max)',
             f"{t}_1 = tl.sum(tl.where(mask, tl.exp({v} - {t}_0), 0.0), 1)[:, None]",
         ]

@@ -79,6 +79,23 @@ def _persistent(f: Features, h: Heuristics, kind: str = "persistent") -> list[Ca
     return out
 
 
+def _single_pass(f: Features, h: Heuristics, kind: str, xblock: int, why: str) -> list[Candidate]:
+    """A row-sized tile at two warp counts; where 16-bit inputs are held across a reduction, also in the form that
+    holds them as loaded and recomputes after each reduction (half the registers, more programs per SM)."""
+    rblock = next_pow2(f.rnumel)
+    base = warps_for(h, xblock * rblock, single_pass=True)
+    out = []
+    for warps in dict.fromkeys([base, max(base // 2, 1)]):
+        cfg = Config(kind, xblock, rblock, warps, no_rblock_scaling=kind == "persistent_rblock")
+        out.append(Candidate(cfg, f"{why}; {warps} warps"))
+    if f.narrow_loads and (f.saved_bytes_ratio > 1 or f.online_reductions):
+        for warps in dict.fromkeys([base, max(base // 2, 1)]):
+            cfg = Config(kind, xblock, rblock, warps, no_rblock_scaling=kind == "persistent_rblock", recompute=True)
+            held = "16-bit inputs held as loaded, recomputed after reductions"
+            out.append(Candidate(cfg, f"{why}; {warps} warps; {held}"))
+    return out
+
+
 def _looped(f: Features, h: Heuristics, register_intensive: bool) -> list[Candidate]:
     max_r = h.max_r0_block_register_intensive if register_intensive else h.max_r0_block
     rp2 = next_pow2(max(f.rnumel, 1))
@@ -144,17 +161,11 @@ def plan(f: Features, h: Heuristics, strategy: str = "auto", sm_count: int = 132
         return Plan(default, tuple(_persistent(f, h)), register_intensive)
     cands = _looped(f, h, register_intensive)
     ok, why = seed_applies(f, h)
+    rblock = next_pow2(f.rnumel)
+    xblock = max(h.seed_tile_elems // rblock, 1)
     if ok:
-        rblock = next_pow2(f.rnumel)
-        xblock = max(h.seed_tile_elems // rblock, 1)
-        single = warps_for(h, xblock * rblock, single_pass=True)
-        for warps in dict.fromkeys([single, max(single // 2, 1), min(single * 2, h.max_warps)]):
-            cands.append(
-                Candidate(
-                    Config("persistent_rblock", xblock, rblock, warps, no_rblock_scaling=True),
-                    f"persistent RBLOCK: {why}; one pass, the row read once; {warps} warps",
-                )
-            )
+        why = f"persistent RBLOCK: {why}; one pass, the row read once"
+        cands += _single_pass(f, h, "persistent_rblock", xblock, why)
         warps = warps_for(h, xblock * rblock)
         cands.append(  # the same candidate in the form Inductor emits it: the tuner measures which pays
             Candidate(
@@ -163,4 +174,7 @@ def plan(f: Features, h: Heuristics, strategy: str = "auto", sm_count: int = 132
                 "L2 and no register holds it across the reduction",
             )
         )
+    elif f.online_reductions and f.rnumel <= h.online_single_pass_max_rnumel:
+        why = "one pass: looped, the online reduction costs two exps or a division per element"
+        cands += _single_pass(f, h, "persistent", xblock, why)
     return Plan(default, tuple(cands + _split(f, h, cands[0].config, sm_count)), register_intensive)

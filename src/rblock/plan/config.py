@@ -18,6 +18,7 @@ class Config:
     num_stages: int = 1
     no_rblock_scaling: bool = False  # the tuner must not shrink RBLOCK
     split: int = 1  # > 1: a first kernel reduces this many slices of each row in parallel, a second combines them
+    recompute: bool = False  # single-pass: hold 16-bit inputs as loaded, recompute full-size values after reductions
 
     def __post_init__(self) -> None:
         for name in ("XBLOCK", "RBLOCK", "num_warps", "split"):
@@ -27,6 +28,8 @@ class Config:
         if self.kind not in ("persistent", "looped", "persistent_rblock"):
             allowed = "'persistent', 'looped' or 'persistent_rblock'"
             raise ValueError(f"rblock.Config: kind must be {allowed}, got {self.kind!r}")
+        if self.recompute and not self.single_pass:
+            raise ValueError("rblock.Config: recompute applies to single-pass kinds (persistent, persistent_rblock)")
         if not isinstance(self.num_stages, int) or self.num_stages < 1:
             raise ValueError(f"rblock.Config: num_stages must be a positive int, got {self.num_stages!r}")
 
@@ -45,6 +48,7 @@ class Config:
     def __str__(self) -> str:
         flags = ", no_rblock_scaling" if self.no_rblock_scaling else ""
         flags += f", split={self.split}" if self.split > 1 else ""
+        flags += ", recompute" if self.recompute else ""
         return (
             f"{self.kind}(XBLOCK={self.XBLOCK}, RBLOCK={self.RBLOCK}, "
             f"num_warps={self.num_warps}, num_stages={self.num_stages}{flags})"

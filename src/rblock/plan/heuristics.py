@@ -55,6 +55,11 @@ class Heuristics:
     seed_tile_elems: int = 4096
     """persistent_rblock candidate: XBLOCK = max(seed_tile_elems // RBLOCK, 1) (PR 161055)."""
 
+    online_single_pass_max_rnumel: int = 32768
+    """Rows up to this length also get single-pass candidates when the kernel has an online reduction (softmax
+    statistics, Welford), whose looped form costs two exps or a division per element, even where the seed rule
+    sees no bytes to save (cross_entropy, var). The same register bound as the seed's."""
+
     elems_per_warp: int = 256
     """Looped tiles: num_warps ~ tile elements / this, clamped to [min_warps, max_warps] (Inductor: RBLOCK/128
     for INNER with 2-byte types; 256 keeps 8 fp32 values per thread per chunk)."""

@@ -1,0 +1,79 @@
+"""Time every candidate the planner proposes, through rblock's own tuner, for many ops and row lengths: the data
+behind the planner's thresholds. Prints each trial and writes OUT_DIR/trials.json.
+
+    python benchmarks/trials.py OUT_DIR [--ops rms_norm,softmax] [--ns 4096,32768] [--total 67108864]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import time
+
+import torch
+import triton.testing
+
+import rblock
+from rblock.compiler import recording
+from rblock.ops.registry import OPS, max_rel_error
+
+NS = (1024, 2048, 3000, 4096, 5120, 6144, 8192, 12288, 16384, 24576, 32768)
+OPS_DEFAULT = ("rms_norm", "softmax", "log_softmax", "layer_norm", "fused_add_rms_norm", "cross_entropy", "var", "sum")
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("out")
+    ap.add_argument("--ops", default=",".join(OPS_DEFAULT))
+    ap.add_argument("--ns", default=",".join(map(str, NS)))
+    ap.add_argument("--total", type=int, default=2**26)
+    args = ap.parse_args()
+    copy = copy_gbps()
+    print(f"copy {copy:.0f} GB/s", flush=True)
+    rows = []
+    for op in args.ops.split(","):
+        for n in map(int, args.ns.split(",")):
+            rows += point(op, max(args.total // n, 1), n, copy)
+            torch.cuda.empty_cache()
+    with open(os.path.join(args.out, "trials.json"), "w") as f:
+        json.dump({"device": torch.cuda.get_device_name(), "copy_GBps": copy, "rblock": rblock.__version__,
+                   "rows": rows}, f, indent=1)  # fmt: skip
+
+
+def copy_gbps() -> float:
+    src = torch.randn(2**28, dtype=torch.bfloat16, device="cuda")
+    dst = torch.empty_like(src)
+    ms = triton.testing.do_bench(lambda: dst.copy_(src), warmup=25, rep=100, return_mode="median")
+    return 4 * src.numel() / ms / 1e6
+
+
+def point(op: str, m: int, n: int, copy: float) -> list[dict]:
+    torch.manual_seed(0)
+    rows = []
+    inputs = OPS[op].make_inputs(m, n, torch.bfloat16, "cuda")
+    ref = OPS[op].reference(inputs, -1)
+    t0 = time.perf_counter()
+    with recording() as log:
+        out = OPS[op].run(inputs, -1)
+    torch.cuda.synchronize()
+    first = time.perf_counter() - t0
+    outs = out if isinstance(out, (tuple, list)) else (out,)
+    nbytes = sum(t.numel() * t.element_size() for t in [*inputs, *outs])
+    ms = triton.testing.do_bench(lambda: OPS[op].run(inputs, -1), warmup=25, rep=100, return_mode="median")
+    gbps = nbytes / ms / 1e6
+    err = max_rel_error(out, ref)
+    print(f"{op} ({m}, {n}): {ms * 1e3:.1f} us {gbps:.0f} GB/s {100 * gbps / copy:.1f}% of copy, "
+          f"err {err:.1e}, first call {first:.2f} s", flush=True)  # fmt: skip
+    for k, c in enumerate(log):
+        trials = [t.as_dict() for t in c.trials]
+        for t in sorted(trials, key=lambda t: t["median_us"] or 1e9):
+            print(f"   k{k} {t['config']:100s} {t['median_us'] or 0:8.1f} us regs {t['n_regs']} {t['note']}")
+        rows.append({"op": op, "M": m, "N": n, "kernel": k, "chosen": str(c.config), "trials": trials,
+                     "median_us": ms * 1e3, "GBps": gbps, "pct_of_copy": 100 * gbps / copy,
+                     "max_rel_error": err, "first_call_s": first})  # fmt: skip
+    return rows
+
+
+if __name__ == "__main__":
+    main()
