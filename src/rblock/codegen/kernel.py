@@ -81,6 +81,18 @@ def _dim_vars(prefix: str, index: str, sizes: tuple[int, ...]) -> list[str]:
     return out
 
 
+def _early_row_loads(g: KernelGraph) -> list[int]:
+    """Per-row loads and gathers that need no reduction (a class index and its logit): cheap to hold."""
+    after_reduction: list[bool] = []
+    for n in g.nodes:
+        after_reduction.append(n.op in REDUCE_OPS or any(after_reduction[a] for a in n.args))
+    return [
+        i
+        for i, n in enumerate(g.nodes)
+        if n.op in (Op.LOAD, Op.GATHER) and n.rank != Rank.FULL and not after_reduction[i]
+    ]
+
+
 class _Body:
     def __init__(self, g: KernelGraph, config: Config) -> None:
         self.g, self.cfg = g, config
@@ -113,6 +125,8 @@ class _Body:
         stores = [i for i, n in enumerate(g.nodes) if n.op == Op.STORE]
         if not self.looped:
             self._r_header("rbase")
+            for i in _early_row_loads(g):  # issued first, their latency hides behind the row's load and reductions
+                self.emit(i)
             for i in stores:
                 self.emit(i)
             return self.out

@@ -79,17 +79,20 @@ def _persistent(f: Features, h: Heuristics, kind: str = "persistent") -> list[Ca
     return out
 
 
-def _single_pass(f: Features, h: Heuristics, kind: str, xblock: int, why: str) -> list[Candidate]:
-    """A row-sized tile at two warp counts; where 16-bit inputs are held across a reduction, also in the form that
-    holds them as loaded and recomputes after each reduction (half the registers, more programs per SM)."""
+def _single_pass(
+    f: Features, h: Heuristics, kind: str, xblock: int, why: str, fewer_warps: bool = False
+) -> list[Candidate]:
+    """A row-sized tile at two warp counts (three with `fewer_warps`); where 16-bit inputs are held across a
+    reduction, also in the form that holds them as loaded and recomputes after each reduction."""
     rblock = next_pow2(f.rnumel)
     base = warps_for(h, xblock * rblock, single_pass=True)
+    counts = list(dict.fromkeys([base, max(base // 2, 1)] + ([max(base // 4, 1)] if fewer_warps else [])))
     out = []
-    for warps in dict.fromkeys([base, max(base // 2, 1)]):
+    for warps in counts:
         cfg = Config(kind, xblock, rblock, warps, no_rblock_scaling=kind == "persistent_rblock")
         out.append(Candidate(cfg, f"{why}; {warps} warps"))
     if f.narrow_loads and (f.saved_bytes_ratio > 1 or f.online_reductions):
-        for warps in dict.fromkeys([base, max(base // 2, 1)]):
+        for warps in counts:
             cfg = Config(kind, xblock, rblock, warps, no_rblock_scaling=kind == "persistent_rblock", recompute=True)
             held = "16-bit inputs held as loaded, recomputed after reductions"
             out.append(Candidate(cfg, f"{why}; {warps} warps; {held}"))
@@ -166,15 +169,16 @@ def plan(f: Features, h: Heuristics, strategy: str = "auto", sm_count: int = 132
     if ok:
         why = f"persistent RBLOCK: {why}; one pass, the row read once"
         cands += _single_pass(f, h, "persistent_rblock", xblock, why)
-        warps = warps_for(h, xblock * rblock)
-        cands.append(  # the same candidate in the form Inductor emits it: the tuner measures which pays
-            Candidate(
-                Config("looped", xblock, rblock, warps, no_rblock_scaling=True),
-                "persistent RBLOCK as Inductor emits it: one chunk per pass, the second pass re-reads the row from "
-                "L2 and no register holds it across the reduction",
+        base = warps_for(h, xblock * rblock)
+        for warps in dict.fromkeys([base, max(base // 2, 1)]):
+            cands.append(  # the same candidate in the form Inductor emits it: the tuner measures which pays
+                Candidate(
+                    Config("looped", xblock, rblock, warps, no_rblock_scaling=True),
+                    "persistent RBLOCK as Inductor emits it: one chunk per pass, the second pass re-reads the row "
+                    f"from L2 and no register holds it across the reduction; {warps} warps",
+                )
             )
-        )
     elif f.online_reductions and f.rnumel <= h.online_single_pass_max_rnumel:
         why = "one pass: looped, the online reduction costs two exps or a division per element"
-        cands += _single_pass(f, h, "persistent", xblock, why)
+        cands += _single_pass(f, h, "persistent", xblock, why, fewer_warps=True)
     return Plan(default, tuple(cands + _split(f, h, cands[0].config, sm_count)), register_intensive)
