@@ -8,6 +8,7 @@ from __future__ import annotations
 import contextlib
 import contextvars
 import functools
+import math
 import re
 import threading
 from dataclasses import dataclass, field, replace
@@ -53,13 +54,24 @@ class Compiled:
     def specs(self) -> tuple[KernelSpec, ...]:
         return tuple(st.spec for st in self.program.stages)
 
+    def __post_init__(self) -> None:
+        # decided once per signature, not per call: the host time of a call matters for small inputs
+        shape = "leaf" if self.out_spec.is_leaf() else None
+        if shape is None and self.out_spec == pytree.tree_structure(tuple(range(len(self.outputs)))):
+            shape = "tuple"
+        object.__setattr__(self, "_out_shape", shape)
+        object.__setattr__(self, "_launches", bool(self.graph.xnumel) and all(math.prod(o[0]) for o in self.outputs))
+        object.__setattr__(self, "_same_order", self.input_order == tuple(range(len(self.input_order))))
+
     def run(self, tensors: list[torch.Tensor], launch: bool = True):
         dev = tensors[0].device if tensors else device.kernel_device()
         outs = [torch.empty_strided(shape, stride, dtype=dt, device=dev) for shape, stride, dt in self.outputs]
-        if launch and self.graph.xnumel and all(o.numel() for o in outs):
-            self.program.run([tensors[i] for i in self.input_order], outs)
-        if self.out_spec.is_leaf():
+        if launch and self._launches:
+            self.program.run(tensors if self._same_order else [tensors[i] for i in self.input_order], outs)
+        if self._out_shape == "leaf":
             return outs[0]
+        if self._out_shape == "tuple":
+            return tuple(outs)
         return pytree.tree_unflatten(outs, self.out_spec)
 
 
@@ -179,6 +191,33 @@ def _tuned(g, p: Plan, lowered, tensors, h: Heuristics, strategy: str):
     return cfg, tuple(trials), False
 
 
+_PLAIN = (int, float, bool, str, type(None))
+
+
+def _signature(args: tuple, kwargs: dict, leaves: list, sig: list) -> None:
+    """The tensors of a call and its cache key. Positional tensors, scalars and lists of ints (the usual op call)
+    take a flat path; anything else the general one. Which path depends only on the arguments' types, so one call
+    pattern always gets one key."""
+    if not kwargs:
+        for a in args:
+            t = type(a)
+            if isinstance(a, torch.Tensor):
+                leaves.append(a)
+                sig.append((a.shape, a.stride(), a.dtype, a.device.type))
+            elif t in _PLAIN or t is torch.dtype:
+                sig.append((t, a))
+            elif (t is list or t is tuple) and all(type(v) is int for v in a):
+                sig.append((t, tuple(a)))
+            else:
+                break
+        else:
+            return
+        leaves.clear()
+        sig.clear()
+    sig.append("general")
+    _flatten((args, kwargs), leaves, sig)
+
+
 def _flatten(obj: object, leaves: list, sig: list) -> None:
     """Tensors and scalars of a call's arguments, in order, and a hashable key of everything but tensor data."""
     if isinstance(obj, torch.Tensor):
@@ -224,7 +263,7 @@ class CompiledFunction:
     def __call__(self, *args, **kwargs):
         tensors: list[torch.Tensor] = []
         sig: list = []
-        _flatten((args, kwargs), tensors, sig)
+        _signature(args, kwargs, tensors, sig)
         s = settings_mod.current()
         key = (tuple(sig), s)
         entry = self._entries.get(key)
@@ -241,7 +280,7 @@ class CompiledFunction:
     def compiled_for(self, *args, **kwargs) -> Compiled:
         """The compiled kernel (graph, plan, config, source) that a call with these arguments runs."""
         sig: list = []
-        _flatten((args, kwargs), [], sig)
+        _signature(args, kwargs, [], sig)
         key = (tuple(sig), settings_mod.current())
         if key not in self._entries:
             self._entries[key] = build(self.name, self.fn, args, kwargs, key[1])

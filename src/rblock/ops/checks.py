@@ -16,7 +16,7 @@ def tensor(op: str, name: str, t: object, dtypes: tuple[torch.dtype, ...] = FLOA
     if t.dtype not in dtypes:
         allowed = ", ".join(str(d).replace("torch.", "") for d in dtypes)
         raise InvalidDtype(op, name, f"has dtype {str(t.dtype).replace('torch.', '')}; allowed: {allowed}")
-    want = device.kernel_device().type
+    want = device.kernel_device_type()
     if t.device.type != want:
         where = "a CUDA GPU" if want == "cuda" else "the CPU (no CUDA GPU here: Triton's interpreter)"
         raise InvalidArgument(op, name, f"is on {t.device}; rblock runs on {where}, so pass a {want} tensor")

@@ -22,6 +22,11 @@ def configure() -> None:
         os.environ["TRITON_INTERPRET"] = "1"
 
 
+@functools.cache
+def kernel_device_type() -> str:
+    return "cpu" if interpreted() else "cuda"
+
+
 def kernel_device() -> torch.device:
     return torch.device("cpu") if interpreted() else torch.device("cuda", torch.cuda.current_device())
 

@@ -13,7 +13,15 @@ from rblock.runtime.loader import load
 
 
 def _aligned(buffers: list[torch.Tensor]) -> bool:
-    return all(b.data_ptr() % 16 == 0 for b in buffers)
+    for b in buffers:
+        if b.data_ptr() & 15:
+            return False
+    return True
+
+
+def _hook(chain):
+    """Triton's launch hook, or None when no profiler is listening (the launcher then skips it)."""
+    return chain if getattr(chain, "calls", chain) else None
 
 
 def launch(stage: Stage, buffers: list[torch.Tensor]) -> None:
@@ -25,13 +33,15 @@ def launch(stage: Stage, buffers: list[torch.Tensor]) -> None:
         return
     grid = (xnumel + spec.XBLOCK - 1) // spec.XBLOCK
     fast = stage.fast
-    if fast is not None and fast[0] == driver.active.get_current_device() and _aligned(buffers):
-        ck, stream = fast[1], driver.active.get_current_stream(fast[0])
-        args = (*buffers, xnumel, spec.XBLOCK, spec.RBLOCK)
-        meta = ck.launch_metadata((grid, 1, 1), stream, *args)  # as Triton does it, so profiler hooks still see us
-        ck.run(grid, 1, 1, stream, ck.function, ck.packed_metadata, meta,
-               knobs.runtime.launch_enter_hook, knobs.runtime.launch_exit_hook, *args)  # fmt: skip
-        return
+    if fast is not None and _aligned(buffers):
+        dev = driver.active.get_current_device()
+        if dev == fast[0]:
+            ck, stream = fast[1], driver.active.get_current_stream(dev)
+            args = (*buffers, xnumel, spec.XBLOCK, spec.RBLOCK)
+            enter, leave = _hook(knobs.runtime.launch_enter_hook), _hook(knobs.runtime.launch_exit_hook)
+            meta = ck.launch_metadata((grid, 1, 1), stream, *args) if enter else None
+            ck.run(grid, 1, 1, stream, ck.function, ck.packed_metadata, meta, enter, leave, *args)
+            return
     ck = stage.kernel[(grid,)](
         *buffers,
         xnumel,
@@ -66,10 +76,27 @@ class Program:
         pools = {"in": inputs, "out": outputs, "ws": ws}
         return [pools[kind][i] for kind, i in stage.args]
 
+    def __post_init__(self) -> None:
+        # the common case, one stage over the inputs then the outputs, needs no argument shuffling per call
+        direct = (
+            len(self.stages) == 1
+            and not self.workspace
+            and all((kind, i) == pair for (kind, i), pair in zip(self.stages[0].args, self._direct_order()))
+        )
+        object.__setattr__(self, "_direct", direct)
+
+    def _direct_order(self) -> list[tuple[str, int]]:
+        args = self.stages[0].args
+        n_in = sum(1 for kind, _ in args if kind == "in")
+        return [("in", i) for i in range(n_in)] + [("out", j) for j in range(len(args) - n_in)]
+
     def _workspace(self, device: torch.device) -> list[torch.Tensor]:
         return [torch.empty(n, dtype=dt, device=device) for n, dt in self.workspace]
 
     def run(self, inputs: list[torch.Tensor], outputs: list[torch.Tensor]) -> None:
+        if self._direct:
+            launch(self.stages[0], inputs + outputs)
+            return
         ws = self._workspace(outputs[0].device) if self.workspace else []
         for st in self.stages:
             launch(st, self._buffers(st, inputs, outputs, ws))
