@@ -1,7 +1,9 @@
-"""Merge `rblock bench` outputs of several runs (each covering some ops) into one results set, and print a Markdown
-summary of rblock against the best other provider.
+"""Merge `rblock bench` outputs of several runs (each covering some ops or providers) into one results set, and print
+a Markdown summary of rblock against the best other provider.
 
-    python benchmarks/merge_results.py OUT_NAME PART.json [PART.json ...]
+    python benchmarks/merge_results.py OUT_NAME PART.json[:provider,provider...] [...]
+
+A part may be limited to some providers (`old.json:eager,compile`): the rows of the others are left out.
 """
 
 from __future__ import annotations
@@ -13,13 +15,25 @@ from pathlib import Path
 from rblock.bench import report
 
 
-def merge(out_dir: Path, name: str, parts: list[Path]) -> dict:
-    datas = [json.loads(p.read_text()) for p in parts]
-    meta = {k: v for k, v in datas[0].items() if k != "rows"}
-    meta["runs"] = [
-        {"copy_GBps": d["copy_GBps"], "read_GBps": d["read_GBps"], "ops": sorted({r["op"] for r in d["rows"]})}
-        for d in datas
-    ]
+def _load(part: str) -> dict:
+    path, _, only = part.partition(":")
+    data = json.loads(Path(path).read_text())
+    if only:
+        data["rows"] = [r for r in data["rows"] if r["provider"].removesuffix("_graph") in only.split(",")]
+    return data
+
+
+def merge(out_dir: Path, name: str, parts: list[str]) -> dict:
+    datas = [_load(p) for p in parts]
+    meta = {k: v for k, v in datas[0].items() if k not in ("rows", "runs")}
+    meta["runs"] = []
+    for d in datas:
+        providers = sorted({r["provider"] for r in d["rows"]})
+        ops = sorted({r["op"] for r in d["rows"]})
+        for run in d.get("runs") or [d]:  # an earlier merge keeps each of its runs' ceilings
+            run_ops = [op for op in run.get("ops", ops) if op in ops]
+            meta["runs"].append({"copy_GBps": run["copy_GBps"], "read_GBps": run["read_GBps"], "ops": run_ops,
+                                 "providers": providers})  # fmt: skip
     rows = [r for d in datas for r in d["rows"]]
     # one run could not hold every op: each run's own ceilings are kept under "runs"
     merged = {**report.to_json(meta, rows), "runs": meta["runs"]}
@@ -31,7 +45,7 @@ def merge(out_dir: Path, name: str, parts: list[Path]) -> dict:
 
 def summary(data: dict) -> str:
     by_point: dict[tuple[str, int], dict[str, dict]] = {}
-    for r in data["rows"]:
+    for r in (r for r in data["rows"] if not r.get("small_batch")):
         by_point.setdefault((r["op"], r["N"]), {})[r["provider"]] = r
     lines = [
         "| op | N | rblock GB/s | % of copy | rblock_looped_only | best other (GB/s) | rblock / best other |",
@@ -53,5 +67,5 @@ def summary(data: dict) -> str:
 
 if __name__ == "__main__":
     out_name, *paths = sys.argv[1:]
-    data = merge(Path("benchmarks/results"), out_name, [Path(p) for p in paths])
+    data = merge(Path("benchmarks/results"), out_name, paths)
     print(summary(data))

@@ -6,7 +6,7 @@ import pytest
 import torch
 
 import rblock
-from rblock.compiler import recording
+from rblock.compiler import make_program, recording
 from rblock.ops.registry import OPS, max_rel_error
 
 CASES = [
@@ -37,3 +37,37 @@ def test_every_candidate_is_correct(op: str, m: int, n: int, dim: int):
         with rblock.settings(config=cfg):
             out = spec.run(inputs, dim)
         assert max_rel_error(out, ref) < 1e-5, cfg
+
+
+RECOMPUTE_OPS = ["rms_norm", "softmax", "log_softmax", "layer_norm", "cross_entropy", "var", "fused_add_rms_norm"]
+
+
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16], ids=["bf16", "fp16"])
+@pytest.mark.parametrize("op", RECOMPUTE_OPS)
+def test_recompute_form_matches_the_fp32_held_form(op: str, dtype: torch.dtype):
+    """Holding 16-bit inputs as loaded and recomputing after each reduction gives the same numbers as holding fp32."""
+    torch.manual_seed(7)
+    spec = OPS[op]
+    inputs = spec.make_inputs(3, 3000, dtype, "cpu")
+    outs = []
+    for recompute in (False, True):
+        with rblock.settings(config=rblock.Config("persistent_rblock", 1, 4096, 4, recompute=recompute)):
+            outs.append(spec.run(inputs, -1))
+    a, b = (o if isinstance(o, (tuple, list)) else (o,) for o in outs)
+    for x, y in zip(a, b):
+        assert torch.equal(x, y), op
+    assert max_rel_error(outs[1], spec.reference(inputs, -1)) < 3e-2
+
+
+def test_recompute_source_holds_the_row_as_loaded():
+    inputs = OPS["softmax"].make_inputs(3, 3000, torch.bfloat16, "cpu")
+    cfg = rblock.Config("persistent_rblock", 1, 4096, 4, recompute=True)
+    with rblock.settings(config=cfg), recording(launch=False) as log:
+        OPS["softmax"].run(inputs, -1)
+    gpu = make_program(log[0].graph, cfg, interpret=False).stages[0].spec.source
+    body = gpu[gpu.index("def _rblock") :]
+    assert body.count("tl.load(") == 1  # read once
+    assert body.count("_widen(tmp0_raw)") == 3  # before the max, before the sum of exps, for the output
+    assert "tl.inline_asm_elementwise" in gpu and "is_pure=False" in gpu
+    interp = make_program(log[0].graph, cfg, interpret=True).stages[0].spec.source
+    assert "inline_asm" not in interp

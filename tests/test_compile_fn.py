@@ -401,3 +401,14 @@ def test_explain_does_not_change_the_compiled_function(make):
     x = make(5, 300)
     rblock.explain(fn, x)
     assert_matches(fn(x), softmax_by_hand(x), softmax_by_hand(x.double()))
+
+
+def test_one_build_per_call_pattern_through_either_signature_path():
+    f = rblock.compile(lambda x, dims, scale: (x.float() * scale).sum(dims))
+    x = torch.randn(4, 300)
+    for _ in range(3):  # positional plain arguments: the flat path
+        f(x, [1], 2.0)
+    torch.testing.assert_close(f(x, dims=[1], scale=2.0), (x.double() * 2.0).sum(1).float())  # keywords: general
+    assert len(f._entries) == 2
+    f(x, [1], 3)  # an int scale traces to other math: a new entry
+    assert len(f._entries) == 3

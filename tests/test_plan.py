@@ -125,3 +125,28 @@ def test_seed_adds_the_single_pass_and_the_inductor_form():
 def test_looped_only_planning_has_no_seed_candidate():
     (c,) = planned("rms_norm", 2048, 32768, strategy="looped")
     assert max(x.config.RBLOCK for x in c.plan.candidates) <= DEFAULT.max_r0_block
+
+
+@pytest.mark.parametrize(("op", "n", "expected"), [("cross_entropy", 8192, True), ("var", 32768, True),
+                                                   ("cross_entropy", 65536, False), ("sum", 8192, False)])  # fmt: skip
+def test_online_reductions_get_single_pass_candidates_up_to_32k(op: str, n: int, expected: bool):
+    c = planned(op, 64, n)[0]
+    single = [cand.config for cand in c.plan.candidates if cand.config.single_pass]
+    assert bool(single) == expected
+    if expected:  # the row in one tile, held as loaded (recompute) or in fp32, at three warp counts
+        assert {cfg.RBLOCK for cfg in single} == {n}
+        assert {cfg.recompute for cfg in single} == {False, True}
+        assert len({cfg.num_warps for cfg in single}) == 3
+
+
+def test_recompute_is_offered_for_16_bit_inputs_only():
+    inputs = OPS["rms_norm"].make_inputs(64, 8192, torch.float32, "cpu")
+    with recording(launch=False) as log:
+        OPS["rms_norm"].run(inputs, -1)
+    assert not any(c.config.recompute for c in log[0].plan.candidates)
+    assert any(c.config.recompute for c in planned("rms_norm", 64, 8192)[0].plan.candidates)
+
+
+def test_recompute_needs_a_single_pass_kind():
+    with pytest.raises(ValueError, match="recompute"):
+        rblock.Config("looped", 1, 1024, 4, recompute=True)
