@@ -47,6 +47,11 @@ def _argmin(a, ia, b, ib):
 
 
 @triton.jit
+def _add2(a0, a1, b0, b1):
+    return a0 + b0, a1 + b1
+
+
+@triton.jit
 def _welford(mean_a, m2_a, n_a, mean_b, m2_b, n_b):
     n = n_a + n_b
     delta = mean_b - mean_a

@@ -322,9 +322,10 @@ class _Body:
             self.out = saved
             return first + [
                 f"{t}_d = tl.where(mask, {v} - {t}_shift, 0.0)",
-                f"{t}_dsum = tl.sum({t}_d, 1)[:, None]",
+                f"{t}_dsum, {t}_d2 = tl.reduce(({t}_d, {t}_d * {t}_d), 1, _add2)  # one exchange for both sums",
+                f"{t}_dsum = {t}_dsum[:, None]",
                 f"{t}_0 = {t}_shift + {t}_dsum / rnumel",
-                f"{t}_1 = tl.maximum(tl.sum({t}_d * {t}_d, 1)[:, None] - {t}_dsum * {t}_dsum / rnumel, 0.0)",
+                f"{t}_1 = tl.maximum({t}_d2[:, None] - {t}_dsum * {t}_dsum / rnumel, 0.0)",
             ]
         assert op == Op.SOFTMAX_STATS
         first = [f'{t}_max = tl.reduce(tl.where(mask, {v}, float("-inf")), 1, _maximum)[:, None]']

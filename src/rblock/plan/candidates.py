@@ -178,6 +178,14 @@ def plan(f: Features, h: Heuristics, strategy: str = "auto", sm_count: int = 132
                     f"from L2 and no register holds it across the reduction; {warps} warps",
                 )
             )
+        if rblock > h.max_r0_block:
+            cands.append(
+                Candidate(
+                    Config("looped", xblock, rblock // 2, base, no_rblock_scaling=True),
+                    "persistent RBLOCK after Inductor's tuner halves it when registers limit occupancy: two chunks "
+                    f"of {rblock // 2} per pass, {base} warps",
+                )
+            )
     elif f.online_reductions and f.rnumel <= h.online_single_pass_max_rnumel:
         why = "one pass: looped, the online reduction costs two exps or a division per element"
         cands += _single_pass(f, h, "persistent", xblock, why, fewer_warps=True)
