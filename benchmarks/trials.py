@@ -1,7 +1,7 @@
 """Time every candidate the planner proposes, through rblock's own tuner, for many ops and row lengths: the data
 behind the planner's thresholds. Prints each trial and writes OUT_DIR/trials.json.
 
-    python benchmarks/trials.py OUT_DIR [--ops rms_norm,softmax] [--ns 4096,32768] [--total 67108864]
+    python benchmarks/trials.py OUT_DIR [--ops rms_norm,softmax] [--ns 4096,32768] [--total 67108864] [--dim 0]
 """
 
 from __future__ import annotations
@@ -28,13 +28,14 @@ def main() -> None:
     ap.add_argument("--ops", default=",".join(OPS_DEFAULT))
     ap.add_argument("--ns", default=",".join(map(str, NS)))
     ap.add_argument("--total", type=int, default=2**26)
+    ap.add_argument("--dim", type=int, default=-1, help="reduced dim, for ops that take one (sum over dim 0)")
     args = ap.parse_args()
     copy = copy_gbps()
     print(f"copy {copy:.0f} GB/s", flush=True)
     rows = []
     for op in args.ops.split(","):
         for n in map(int, args.ns.split(",")):
-            rows += point(op, max(args.total // n, 1), n, copy)
+            rows += point(op, max(args.total // n, 1), n, copy, args.dim if not OPS[op].reduces_rows else -1)
             torch.cuda.empty_cache()
     with open(os.path.join(args.out, "trials.json"), "w") as f:
         json.dump({"device": torch.cuda.get_device_name(), "copy_GBps": copy, "rblock": rblock.__version__,
@@ -48,19 +49,19 @@ def copy_gbps() -> float:
     return 4 * src.numel() / ms / 1e6
 
 
-def point(op: str, m: int, n: int, copy: float) -> list[dict]:
+def point(op: str, m: int, n: int, copy: float, dim: int = -1) -> list[dict]:
     torch.manual_seed(0)
     rows = []
     inputs = OPS[op].make_inputs(m, n, torch.bfloat16, "cuda")
-    ref = OPS[op].reference(inputs, -1)
+    ref = OPS[op].reference(inputs, dim)
     t0 = time.perf_counter()
     with recording() as log:
-        out = OPS[op].run(inputs, -1)
+        out = OPS[op].run(inputs, dim)
     torch.cuda.synchronize()
     first = time.perf_counter() - t0
     outs = out if isinstance(out, (tuple, list)) else (out,)
     nbytes = sum(t.numel() * t.element_size() for t in [*inputs, *outs])
-    ms = triton.testing.do_bench(lambda: OPS[op].run(inputs, -1), warmup=25, rep=100, return_mode="median")
+    ms = triton.testing.do_bench(lambda: OPS[op].run(inputs, dim), warmup=25, rep=100, return_mode="median")
     gbps = nbytes / ms / 1e6
     err = max_rel_error(out, ref)
     print(f"{op} ({m}, {n}): {ms * 1e3:.1f} us {gbps:.0f} GB/s {100 * gbps / copy:.1f}% of copy, "
@@ -69,7 +70,7 @@ def point(op: str, m: int, n: int, copy: float) -> list[dict]:
         trials = [t.as_dict() for t in c.trials]
         for t in sorted(trials, key=lambda t: t["median_us"] or 1e9):
             print(f"   k{k} {t['config']:100s} {t['median_us'] or 0:8.1f} us regs {t['n_regs']} {t['note']}")
-        rows.append({"op": op, "M": m, "N": n, "kernel": k, "chosen": str(c.config), "trials": trials,
+        rows.append({"op": op, "M": m, "N": n, "dim": dim, "kernel": k, "chosen": str(c.config), "trials": trials,
                      "median_us": ms * 1e3, "GBps": gbps, "pct_of_copy": 100 * gbps / copy,
                      "max_rel_error": err, "first_call_s": first})  # fmt: skip
     return rows

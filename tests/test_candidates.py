@@ -71,3 +71,38 @@ def test_recompute_source_holds_the_row_as_loaded():
     assert "tl.inline_asm_elementwise" in gpu and "is_pure=False" in gpu
     interp = make_program(log[0].graph, cfg, interpret=True).stages[0].spec.source
     assert "inline_asm" not in interp
+
+
+TILE_OPS = ["rms_norm", "softmax", "log_softmax", "layer_norm", "cross_entropy", "var", "amax", "logsumexp", "sum"]
+
+
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float32], ids=["bf16", "fp32"])
+@pytest.mark.parametrize(("n", "tiles"), [(3000, 3), (5120, 5)])
+@pytest.mark.parametrize("op", TILE_OPS)
+def test_exact_tiles_compute_the_row_like_one_padded_tile(op: str, n: int, tiles: int, dtype: torch.dtype):
+    torch.manual_seed(n + tiles)
+    spec = OPS[op]
+    inputs = spec.make_inputs(3, n, dtype, "cpu")
+    ref = spec.reference(inputs, -1)
+    for recompute in (False, True):
+        with rblock.settings(config=rblock.Config("persistent", 1, 1024, 4, tiles=tiles, recompute=recompute)):
+            out = spec.run(inputs, -1)
+        assert max_rel_error(out, ref) < (3e-2 if dtype == torch.bfloat16 else 1e-5), (op, recompute)
+
+
+def test_argmax_over_tiles_keeps_the_first_index_of_a_tie():
+    x = torch.zeros(2, 3072)
+    x[0, [5, 1500, 3000]] = 7.0  # the same maximum in the first, second and third tile
+    x[1, [2100, 2999]] = 3.0
+    with rblock.settings(config=rblock.Config("persistent", 1, 1024, 4, tiles=3)):
+        got = rblock.compile(lambda t: t.argmax(-1))(x)
+    assert got.tolist() == [5, 2100]
+
+
+def test_tiles_too_small_for_the_row_is_a_clear_error():
+    x = torch.randn(2, 5000)
+    with (
+        rblock.settings(config=rblock.Config("persistent", 1, 1024, 4, tiles=4)),
+        pytest.raises(rblock.InvalidArgument, match="4 tile"),
+    ):
+        rblock.softmax(x, dim=-1)

@@ -150,3 +150,11 @@ def test_recompute_is_offered_for_16_bit_inputs_only():
 def test_recompute_needs_a_single_pass_kind():
     with pytest.raises(ValueError, match="recompute"):
         rblock.Config("looped", 1, 1024, 4, recompute=True)
+
+
+@pytest.mark.parametrize(("n", "expected"), [(5120, (5, 1024)), (12288, (3, 4096)), (24576, (3, 8192)),
+                                             (4096, None), (3000, None), (7168, None)])  # fmt: skip
+def test_exact_tiles_for_padded_rows(n: int, expected):
+    cands = [c.config for c in planned("layer_norm", 64, n)[0].plan.candidates]
+    tiled = {(c.tiles, c.RBLOCK) for c in cands if c.tiles > 1}
+    assert tiled == ({expected} if expected else set())

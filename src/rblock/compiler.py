@@ -100,11 +100,12 @@ def build(name: str, fn, args: tuple, kwargs: dict, s: settings_mod.Settings, h:
             raise InvalidArgument(
                 "settings", "config", f"splits {name}'s rows of {g.rnumel} in {cfg.split}: not possible"
             )
-        if cfg.single_pass and cfg.RBLOCK < g.rnumel // cfg.split:
+        if cfg.single_pass and cfg.RBLOCK * cfg.tiles < g.rnumel // cfg.split:
             raise InvalidArgument(
                 "settings",
                 "config",
-                f"is {cfg.kind} with RBLOCK {cfg.RBLOCK}, but {name}'s rows have {g.rnumel // cfg.split} elements",
+                f"is {cfg.kind} with {cfg.tiles} tile(s) of RBLOCK {cfg.RBLOCK}, but {name}'s rows have "
+                f"{g.rnumel // cfg.split} elements",
             )
     elif device.interpreted():
         cfg = p.candidates[0].config

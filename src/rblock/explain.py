@@ -24,9 +24,13 @@ def report(c: Compiled) -> dict:
                 "no_rblock_scaling": cand.config.no_rblock_scaling,
                 "split": cand.config.split,
                 "recompute": cand.config.recompute,
+                "tiles": cand.config.tiles,
                 "live_fp32_per_thread": (
                     c.features.live_fp32_per_thread(
-                        cand.config.XBLOCK, cand.config.RBLOCK, cand.config.num_warps, cand.config.recompute
+                        cand.config.XBLOCK,
+                        cand.config.RBLOCK * cand.config.tiles,
+                        cand.config.num_warps,
+                        cand.config.recompute,
                     )
                     if cand.config.single_pass
                     else None

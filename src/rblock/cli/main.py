@@ -113,6 +113,7 @@ def cmd_explain(args) -> int:
             flag = " no_rblock_scaling" if c["no_rblock_scaling"] else ""
             flag += f" split={c['split']}" if c["split"] > 1 else ""
             flag += " recompute" if c["recompute"] else ""
+            flag += f" tiles={c['tiles']}" if c["tiles"] > 1 else ""
             print(
                 f"  {c['kind']:<18} XBLOCK={c['XBLOCK']:<4} RBLOCK={c['RBLOCK']:<6} "
                 f"warps={c['num_warps']:<3}{flag}  {c['reason']}"

@@ -69,7 +69,7 @@ def _ordinal(g: KernelGraph, i: int) -> int:
     return sum(1 for b in g.buffers[:i] if b.is_output == g.buffers[i].is_output)
 
 
-def _dim_vars(prefix: str, index: str, sizes: tuple[int, ...]) -> list[str]:
+def _dim_vars(prefix: str, index: str, sizes: tuple[int, ...], suffix: str = "") -> list[str]:
     """x0, x1, ... (outermost first) from the flat index."""
     out = []
     for k in range(len(sizes)):
@@ -77,7 +77,7 @@ def _dim_vars(prefix: str, index: str, sizes: tuple[int, ...]) -> list[str]:
         expr = index if inner == 1 else f"({index} // {inner})"
         if k > 0:
             expr = f"{expr} % {sizes[k]}"
-        out.append(f"{prefix}{k} = {expr}")
+        out.append(f"{prefix}{k}{suffix} = {expr}")
     return out
 
 
@@ -101,8 +101,10 @@ class _Body:
         self.out: list[str] = []
         self.outer: dict[int, str] = {}  # values defined at function scope
         self.local: dict[int, str] = {}  # values of the current loop body, or (recompute) since the last reduction
-        self.raw: dict[int, str] = {}  # recompute: 16-bit full loads as loaded, kept across reductions
+        self.raw: dict[tuple[int, int], str] = {}  # recompute: 16-bit full loads as loaded, kept across reductions
         self.epoch = 0  # recompute: reductions emitted so far
+        self.tiles = config.tiles  # single pass: the row as this many [XBLOCK, RBLOCK] tiles
+        self.tile = 0  # the tile whose full-size values are being emitted
         users = g.users()
         # casts whose only users are stores of the same type: the store rounds, no need to round twice
         self.rounded_by_store = {
@@ -124,11 +126,17 @@ class _Body:
         ]
         stores = [i for i, n in enumerate(g.nodes) if n.op == Op.STORE]
         if not self.looped:
-            self._r_header("rbase")
+            for tile in range(self.tiles):
+                self.tile = tile
+                self._r_header("rbase" if tile == 0 else f"rbase + {tile} * RBLOCK")
+            self.tile = 0
             for i in _early_row_loads(g):  # issued first, their latency hides behind the row's load and reductions
                 self.emit(i)
             for i in stores:
-                self.emit(i)
+                for tile in range(self.tiles if g.nodes[i].rank == Rank.FULL else 1):
+                    self.tile = tile
+                    self.emit(i)
+            self.tile = 0
             return self.out
         passes = looped_passes(g)
         self.loop_uses = [loads_in_pass(g, p) for p in passes]
@@ -139,11 +147,16 @@ class _Body:
                 self.emit(i)
         return self.out
 
+    def _sfx(self) -> str:
+        """Suffix of the current tile's names (none for one tile)."""
+        return f"_t{self.tile}" if self.tiles > 1 else ""
+
     def _r_header(self, rindex: str) -> None:
-        self.out.append(f"rindex = {rindex}")
-        self.out.append("rmask = rindex < rnumel")
-        self.out += _dim_vars("r", "rindex", self.g.r_sizes)
-        self.out.append("mask = xmask & rmask")
+        s = self._sfx()
+        self.out.append(f"rindex{s} = {rindex}")
+        self.out.append(f"rmask{s} = rindex{s} < rnumel")
+        self.out += _dim_vars("r", f"rindex{s}", self.g.r_sizes, s)
+        self.out.append(f"mask{s} = xmask & rmask{s}")
 
     def _loop(self, k: int, targets: list[int]) -> None:
         g = self.g
@@ -177,24 +190,27 @@ class _Body:
         n = self.g.nodes[i]
         if n.op == Op.CONST:
             return literal(n.attr)
-        if i in self._scope(n):
-            return self._scope(n)[i]
+        key = self._key(i, n)
+        if key in self._scope(n):
+            return self._scope(n)[key]
         if n.op == Op.GETITEM:
             self.emit(n.args[0])
-            self.outer[i] = f"tmp{n.args[0]}_{n.attr}"
-            return self.outer[i]
+            self.outer[key] = f"tmp{n.args[0]}_{n.attr}"
+            return self.outer[key]
+        if n.op in REDUCE_OPS and not self.looped:
+            return self._emit_reduction(i, n)
         epoch = self.epoch
         ops = [self.emit(a) for a in n.args]
         if self.epoch != epoch:  # an operand ran a reduction: recompute the full-size operands after it
             ops = [self.emit(a) for a in n.args]
-        var = f"tmp{i}"
+        var = f"tmp{i}{self._sfx()}" if n.rank == Rank.FULL else f"tmp{i}"
         if n.op == Op.LOAD and self._holds_raw(n):
-            if i not in self.raw:
+            if key not in self.raw:
                 self.out.append(f"# ir %{i}: load {n.attr}, held as loaded")
-                self.raw[i] = f"tmp{i}_raw"
-                self.out.append(f"{self.raw[i]} = {self._load(i, n.attr, n.dtype, widen=False)}")
-            var = f"tmp{i}_{self.epoch}"
-            self.out.append(f"{var} = _widen({self.raw[i]})")
+                self.raw[key] = f"{var}_raw"
+                self.out.append(f"{self.raw[key]} = {self._load(i, n.attr, n.dtype, widen=False)}")
+            var = f"{var}_{self.epoch}"
+            self.out.append(f"{var} = _widen({self.raw[key]})")
         elif n.op == Op.LOAD:
             self.out.append(f"# ir %{i}: load {n.attr}")
             self.out.append(f"{var} = {self._load(i, n.attr, n.dtype)}")
@@ -208,20 +224,38 @@ class _Body:
         elif n.op in POINTWISE_OPS:
             expr = ops[0] if i in self.rounded_by_store else pointwise(n, ops, self.g)
             if expr in ops:  # a no-op cast: reuse the operand's name
-                self._scope(n)[i] = expr
+                self._scope(n)[key] = expr
                 return expr
             self.out.append(f"{var} = {expr}  # ir %{i}: {n.op.name.lower()}")
-        elif n.op in REDUCE_OPS:
-            assert not self.looped, f"reduction %{i} must be finished by its loop"
-            self.out.append(f"# ir %{i}: {n.op.name.lower()} %{n.args[0]}")
-            self.out += self._reduce_inline(i, n.op, ops[0])
-            self._next_epoch()
         else:
-            raise AssertionError(f"no codegen for {n}")
-        self._scope(n)[i] = var
+            raise AssertionError(f"no codegen for {n} here (looped reductions are finished by their loop)")
+        self._scope(n)[key] = var
         return var
 
-    def _scope(self, n) -> dict[int, str]:
+    def _key(self, i: int, n) -> tuple[int, int]:
+        return (i, self.tile if n.rank == Rank.FULL else 0)
+
+    def _per_tile(self, i: int) -> list[str]:
+        """Node i's name in every tile."""
+        saved, names = self.tile, []
+        for tile in range(self.tiles):
+            self.tile = tile
+            names.append(self.emit(i))
+        self.tile = saved
+        return names
+
+    def _emit_reduction(self, i: int, n) -> str:
+        epoch = self.epoch
+        vs = self._per_tile(n.args[0])
+        if self.epoch != epoch:  # the operand needed another reduction first: recompute it after that one
+            vs = self._per_tile(n.args[0])
+        self.out.append(f"# ir %{i}: {n.op.name.lower()} %{n.args[0]}")
+        self.out += self._reduce_inline(i, n.op, vs)
+        self._next_epoch()
+        self.outer[(i, 0)] = f"tmp{i}"
+        return f"tmp{i}"
+
+    def _scope(self, n) -> dict[tuple[int, int], str]:
         """Where node n's name lives: full-size values per loop body, or (recompute) until the next reduction."""
         if n.rank != Rank.FULL:
             return self.outer
@@ -238,17 +272,19 @@ class _Body:
             self.epoch += 1
             self.local = {}
 
-    def _again(self, i: int, name: str) -> str:
-        """Operand `i` (named `name`) once more after a reduction inside a multi-step reduction."""
+    def _again(self, i: int, names: list[str]) -> list[str]:
+        """Operand `i` (named `names`, per tile) once more after a reduction inside a multi-step reduction."""
         if not self.recompute:
-            return name
+            return names
         self._next_epoch()
-        return self.emit(i)
+        return self._per_tile(i)
 
     def _index(self, acc: Access, with_r: bool = True) -> tuple[str, bool, bool]:
         terms = [f"x{k}" if s == 1 else f"x{k} * {s}" for k, s in enumerate(acc.x_strides) if s]
         has_x = bool(terms)
-        r_terms = [f"r{k}" if s == 1 else f"r{k} * {s}" for k, s in enumerate(acc.r_strides) if s] if with_r else []
+        t = self._sfx()
+        r_terms = [f"r{k}{t}" if s == 1 else f"r{k}{t} * {s}" for k, s in enumerate(acc.r_strides) if s]
+        r_terms = r_terms if with_r else []
         if acc.offset:
             terms.insert(0, str(acc.offset))
         return " + ".join(terms + r_terms) or "0", has_x, bool(r_terms)
@@ -259,7 +295,8 @@ class _Body:
 
     def _load(self, i: int, acc: Access, dt: DType, widen: bool = True) -> str:
         idx, has_x, has_r = self._index(acc)
-        mask = "mask" if has_x and has_r else "rmask" if has_r else "xmask" if has_x else None
+        t = self._sfx()
+        mask = f"mask{t}" if has_x and has_r else f"rmask{t}" if has_r else "xmask" if has_x else None
         policy = self._eviction(i, has_x)
         args = [f"{self._ptr(acc.buffer)} + ({idx})"]
         if mask:
@@ -292,50 +329,75 @@ class _Body:
         idx, has_x, has_r = self._index(acc)
         if not has_x:
             idx = f"{idx} + 0 * xindex"  # give the pointer the value's shape
+        t = self._sfx()
         if rank == Rank.FULL and not has_r:
-            idx = f"{idx} + 0 * rindex"
-        mask = "mask" if rank == Rank.FULL else "xmask"
+            idx = f"{idx} + 0 * rindex{t}"
+        mask = f"mask{t}" if rank == Rank.FULL else "xmask"
         if dt != DType.F32 and dt != DType.B1:
             value = f"{value}.to({TL_DTYPE[dt]})"
         return f"tl.store({self._ptr(acc.buffer)} + ({idx}), {value}, {mask})"
 
     # ---- reductions ----------------------------------------------------------------------------------------
-    def _reduce_inline(self, i: int, op: Op, v: str) -> list[str]:
+    def _tile_names(self, name: str) -> list[str]:
+        return [name] if self.tiles == 1 else [f"{name}_t{j}" for j in range(self.tiles)]
+
+    def _reduce_inline(self, i: int, op: Op, vs: list[str]) -> list[str]:
+        """Reduce the per-tile values `vs` along r: the tiles are combined element by element first, so a row of
+        several tiles costs one exchange between threads, like a row of one."""
         n = self.g.nodes[i]
         zero = "0.0" if self.g.nodes[n.args[0]].dtype.is_float else "0"
         t = f"tmp{i}"
+        masks = self._tile_names("mask")
+
+        def masked(values: list[str], ident: str) -> list[str]:
+            return [f"tl.where({m}, {v}, {ident})" for m, v in zip(masks, values)]
+
+        def fold(fn: str, terms: list[str]) -> str:
+            out = terms[0]
+            for term in terms[1:]:
+                out = f"{fn}({out}, {term})"
+            return out
+
         if op == Op.SUM:
-            masked = f"tl.where(mask, {v}, {zero})" + ("" if zero == "0.0" else ".to(tl.int64)")
-            return [f"{t} = {round16(n, f'tl.sum({masked}, 1)[:, None]')}"]
+            terms = " + ".join(m + ("" if zero == "0.0" else ".to(tl.int64)") for m in masked(vs, zero))
+            return [f"{t} = {round16(n, f'tl.sum({terms}, 1)[:, None]')}"]
         if op in (Op.MAX, Op.MIN):
             ident, fn = ('float("-inf")', "_maximum") if op == Op.MAX else ('float("inf")', "_minimum")
-            return [f"{t} = tl.reduce(tl.where(mask, {v}, {ident}), 1, {fn})[:, None]"]
+            return [f"{t} = tl.reduce({fold(fn, masked(vs, ident))}, 1, {fn})[:, None]"]
         if op in (Op.ARGMAX, Op.ARGMIN):
             ident, fn = ('float("-inf")', "_argmax") if op == Op.ARGMAX else ('float("inf")', "_argmin")
-            idx = "tl.broadcast_to(rindex, [XBLOCK, RBLOCK])"
-            return [f"_, {t} = tl.reduce((tl.where(mask, {v}, {ident}), {idx}), 1, {fn})", f"{t} = {t}[:, None]"]
+            idxs = [f"tl.broadcast_to({r}, [XBLOCK, RBLOCK])" for r in self._tile_names("rindex")]
+            values = masked(vs, ident)
+            lines = [f"{t}_v, {t}_i = {values[0]}, {idxs[0]}"]
+            lines += [f"{t}_v, {t}_i = {fn}({t}_v, {t}_i, {v}, {x})" for v, x in zip(values[1:], idxs[1:])]
+            return lines + [f"_, {t} = tl.reduce(({t}_v, {t}_i), 1, {fn})", f"{t} = {t}[:, None]"]
         if op == Op.WELFORD:  # two-pass in registers, with the mean corrected by the mean of the residuals
-            first = [f"{t}_shift = tl.sum(tl.where(mask, {v}, 0.0), 1)[:, None] / rnumel"]
+            total = " + ".join(masked(vs, "0.0"))
+            first = [f"{t}_shift = tl.sum({total}, 1)[:, None] / rnumel"]
             saved, self.out = self.out, []
-            v = self._again(n.args[0], v)
+            vs = self._again(n.args[0], vs)
             first += self.out
             self.out = saved
+            ds = self._tile_names(f"{t}_d")
+            dsum, d2 = " + ".join(ds), " + ".join(f"{d} * {d}" for d in ds)
             return first + [
-                f"{t}_d = tl.where(mask, {v} - {t}_shift, 0.0)",
-                f"{t}_dsum, {t}_d2 = tl.reduce(({t}_d, {t}_d * {t}_d), 1, _add2)  # one exchange for both sums",
+                *[f"{d} = tl.where({m}, {v} - {t}_shift, 0.0)" for d, m, v in zip(ds, masks, vs)],
+                f"{t}_dsum, {t}_d2 = tl.reduce(({dsum}, {d2}), 1, _add2)  # one exchange for both sums",
                 f"{t}_dsum = {t}_dsum[:, None]",
                 f"{t}_0 = {t}_shift + {t}_dsum / rnumel",
                 f"{t}_1 = tl.maximum({t}_d2[:, None] - {t}_dsum * {t}_dsum / rnumel, 0.0)",
             ]
         assert op == Op.SOFTMAX_STATS
-        first = [f'{t}_max = tl.reduce(tl.where(mask, {v}, float("-inf")), 1, _maximum)[:, None]']
+        top = fold("_maximum", masked(vs, 'float("-inf")'))
+        first = [f"{t}_max = tl.reduce({top}, 1, _maximum)[:, None]"]
         saved, self.out = self.out, []
-        v = self._again(n.args[0], v)
+        vs = self._again(n.args[0], vs)
         first += self.out
         self.out = saved
+        exps = " + ".join(f"tl.where({m}, tl.exp({v} - {t}_0), 0.0)" for m, v in zip(masks, vs))
         return first + [
             f'{t}_0 = tl.where({t}_max == float("-inf"), 0.0, {t}_max)',
-            f"{t}_1 = tl.sum(tl.where(mask, tl.exp({v} - {t}_0), 0.0), 1)[:, None]",
+            f"{t}_1 = tl.sum({exps}, 1)[:, None]",
         ]
 
     def _acc_init(self, i: int) -> list[str]:
@@ -395,7 +457,7 @@ class _Body:
     def _acc_finish(self, i: int) -> list[str]:
         n = self.g.nodes[i]
         a, t = f"acc{i}", f"tmp{i}"
-        self.outer[i] = t
+        self.outer[(i, 0)] = t
         if n.op == Op.SUM:
             return [f"{t} = {round16(n, f'tl.sum({a}, 1)[:, None]')}"]
         if n.op in (Op.MAX, Op.MIN):

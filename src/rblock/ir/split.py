@@ -1,7 +1,8 @@
 """Split reduction: one kernel over few rows becomes two, so that the whole GPU works on it.
 
-Stage 1 walks `chunks` equal slices of every row in parallel (the slice index becomes an extra, innermost x dim)
-and stores each reduction's partial result to a workspace; stage 2 reads the partials as rows of length `chunks`,
+Stage 1 walks `chunks` equal slices of every row in parallel (the slice index becomes an extra, outermost x dim,
+so that neighbouring programs and lanes still walk neighbouring rows: a column sum stays coalesced) and stores each
+reduction's partial result to a workspace; stage 2 reads the partials as rows of length `chunks`,
 combines them, and runs everything that came after the reductions. The input is read once, plus
 `chunks` floats per row and reduction.
 """
@@ -62,7 +63,7 @@ def split(g: KernelGraph, chunks: int) -> SplitKernels:
         for k in range(parts[r]):
             slot[(r, k)] = len(workspace)
             workspace.append(Buffer(f"part{len(workspace)}", dt, True))
-    x_part = _contiguous((*g.x_sizes, chunks))  # partials laid out as [rows..., chunks]
+    x_part = _contiguous((chunks, *g.x_sizes))  # partials laid out as [chunks, rows...]
 
     # ---- stage 1: every node the reductions need, over (rows, chunks) x per_chunk --------------------------
     needed: set[int] = set()
@@ -79,7 +80,7 @@ def split(g: KernelGraph, chunks: int) -> SplitKernels:
         if isinstance(n.attr, Access):
             a = n.attr
             step = a.r_strides[0] * per_chunk
-            n = replace(n, attr=replace(a, x_strides=(*a.x_strides, step)))
+            n = replace(n, attr=replace(a, x_strides=(step, *a.x_strides)))
         remap[i] = len(first)
         first.append(replace(n, args=tuple(remap[a] for a in n.args)))
     for r in reductions:
@@ -95,7 +96,7 @@ def split(g: KernelGraph, chunks: int) -> SplitKernels:
             first.append(Node(Op.STORE, (v,), workspace[slot[(r, k)]].dtype, Rank.ROW, acc))
     stage1 = KernelGraph(
         f"{g.name}_partials",
-        (*g.x_sizes, chunks),
+        (chunks, *g.x_sizes),
         (per_chunk,),
         (*g.inputs, *workspace),
         tuple(first),
@@ -111,7 +112,8 @@ def split(g: KernelGraph, chunks: int) -> SplitKernels:
 
     def load_part(r: int, k: int) -> int:
         buf = n_in + slot[(r, k)]
-        return add(Node(Op.LOAD, (), workspace[slot[(r, k)]].dtype, Rank.FULL, Access(buf, 0, x_part[:-1], (1,))))
+        acc = Access(buf, 0, x_part[1:], (x_part[0],))
+        return add(Node(Op.LOAD, (), workspace[slot[(r, k)]].dtype, Rank.FULL, acc))
 
     combined: dict[int, int | tuple[int, int]] = {}
     for r in reductions:

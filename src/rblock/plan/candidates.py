@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from rblock.analysis import Features, Hint
 from rblock.ir.split import split_chunks
@@ -96,7 +96,29 @@ def _single_pass(
             cfg = Config(kind, xblock, rblock, warps, no_rblock_scaling=kind == "persistent_rblock", recompute=True)
             held = "16-bit inputs held as loaded, recomputed after reductions"
             out.append(Candidate(cfg, f"{why}; {warps} warps; {held}"))
+    tiles = exact_tiles(f.rnumel, h)
+    if tiles:  # the same at the first warp count, as exact tiles instead of one padded tile
+        k, chunk = tiles
+        out += [
+            Candidate(
+                replace(c.config, RBLOCK=chunk, tiles=k),
+                f"{c.reason}; {k} tiles of {chunk} instead of one padded to {rblock}",
+            )
+            for c in out
+            if c.config.num_warps == counts[0]
+        ]
     return out
+
+
+def exact_tiles(rnumel: int, h: Heuristics) -> tuple[int, int] | None:
+    """(k, 2^j) when a row of k * 2^j elements (k = 3, 5, 7) pads to its power of two by enough to matter."""
+    if rnumel <= 0 or next_pow2(rnumel) < h.exact_tiles_min_padding * rnumel:
+        return None
+    for k in (3, 5, 7):
+        chunk = rnumel // k
+        if rnumel % k == 0 and chunk & (chunk - 1) == 0:
+            return k, chunk
+    return None
 
 
 def _looped(f: Features, h: Heuristics, register_intensive: bool) -> list[Candidate]:

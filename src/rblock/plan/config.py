@@ -19,6 +19,7 @@ class Config:
     no_rblock_scaling: bool = False  # the tuner must not shrink RBLOCK
     split: int = 1  # > 1: a first kernel reduces this many slices of each row in parallel, a second combines them
     recompute: bool = False  # single-pass: hold 16-bit inputs as loaded, recompute full-size values after reductions
+    tiles: int = 1  # single-pass: the row as this many tiles of RBLOCK (a row of 5 * 1024 needs no padding to 8192)
 
     def __post_init__(self) -> None:
         for name in ("XBLOCK", "RBLOCK", "num_warps", "split"):
@@ -28,6 +29,10 @@ class Config:
         if self.kind not in ("persistent", "looped", "persistent_rblock"):
             allowed = "'persistent', 'looped' or 'persistent_rblock'"
             raise ValueError(f"rblock.Config: kind must be {allowed}, got {self.kind!r}")
+        if not isinstance(self.tiles, int) or self.tiles < 1:
+            raise ValueError(f"rblock.Config: tiles must be a positive int, got {self.tiles!r}")
+        if self.tiles > 1 and not self.single_pass:
+            raise ValueError("rblock.Config: tiles applies to single-pass kinds (persistent, persistent_rblock)")
         if self.recompute and not self.single_pass:
             raise ValueError("rblock.Config: recompute applies to single-pass kinds (persistent, persistent_rblock)")
         if not isinstance(self.num_stages, int) or self.num_stages < 1:
@@ -49,6 +54,7 @@ class Config:
         flags = ", no_rblock_scaling" if self.no_rblock_scaling else ""
         flags += f", split={self.split}" if self.split > 1 else ""
         flags += ", recompute" if self.recompute else ""
+        flags += f", tiles={self.tiles}" if self.tiles > 1 else ""
         return (
             f"{self.kind}(XBLOCK={self.XBLOCK}, RBLOCK={self.RBLOCK}, "
             f"num_warps={self.num_warps}, num_stages={self.num_stages}{flags})"

@@ -60,6 +60,11 @@ class Heuristics:
     statistics, Welford), whose looped form costs two exps or a division per element, even where the seed rule
     sees no bytes to save (cross_entropy, var). The same register bound as the seed's."""
 
+    exact_tiles_min_padding: float = 1.2
+    """A row of k * 2^j elements (k = 3, 5 or 7) that its power-of-two tile pads by at least this factor also gets
+    single-pass candidates made of k exact tiles of 2^j (5120 = 5 * 1024, 24576 = 3 * 8192): no idle lanes, fewer
+    registers. Not yet calibrated: the tuner measures them."""
+
     elems_per_warp: int = 256
     """Looped tiles: num_warps ~ tile elements / this, clamped to [min_warps, max_warps] (Inductor: RBLOCK/128
     for INNER with 2-byte types; 256 keeps 8 fp32 values per thread per chunk)."""
