@@ -57,7 +57,7 @@ def test_split_matches_pytorch(name, fn, shape, chunks, dtype):
 def test_split_reads_each_input_once_plus_partials():
     g = graph_of(lambda x: torch.var(x, -1), torch.randn(4, 8192))
     sk = split(g, 8)
-    assert verify(sk.first).x_sizes == (4, 8) and sk.first.r_sizes == (1024,)
+    assert verify(sk.first).x_sizes == (8, 4) and sk.first.r_sizes == (1024,)  # slices outermost
     assert verify(sk.second).r_sizes == (8,)
     assert [b.name for b in sk.workspace] == ["part0", "part1"]  # welford: means and m2s
 
@@ -84,3 +84,10 @@ def test_impossible_split_is_refused():
     with rblock.settings(config=rblock.Config("looped", 1, 64, 4, split=4)):
         with pytest.raises(rblock.InvalidArgument, match="splits"):
             rblock.softmax(torch.randn(2, 64), -1)
+
+
+def test_column_sum_slices_keep_neighbouring_lanes_on_neighbouring_columns():
+    g = graph_of(lambda x: x.float().sum(0), torch.randn(4096, 256))
+    sk = split(g, 16)
+    load = next(n for n in sk.first.nodes if n.op.name == "LOAD")
+    assert load.attr.x_strides[-1] == 1  # the innermost x dim is the column: coalesced
