@@ -15,6 +15,7 @@ import torch
 import triton.testing
 
 import rblock
+from rblock.bench.harness import bandwidths
 from rblock.compiler import recording
 from rblock.ops.registry import OPS, max_rel_error
 
@@ -30,7 +31,7 @@ def main() -> None:
     ap.add_argument("--total", type=int, default=2**26)
     ap.add_argument("--dim", type=int, default=-1, help="reduced dim, for ops that take one (sum over dim 0)")
     args = ap.parse_args()
-    copy = copy_gbps()
+    copy, _ = bandwidths()
     print(f"copy {copy:.0f} GB/s", flush=True)
     rows = []
     for op in args.ops.split(","):
@@ -40,13 +41,6 @@ def main() -> None:
     with open(os.path.join(args.out, "trials.json"), "w") as f:
         json.dump({"device": torch.cuda.get_device_name(), "copy_GBps": copy, "rblock": rblock.__version__,
                    "rows": rows}, f, indent=1)  # fmt: skip
-
-
-def copy_gbps() -> float:
-    src = torch.randn(2**28, dtype=torch.bfloat16, device="cuda")
-    dst = torch.empty_like(src)
-    ms = triton.testing.do_bench(lambda: dst.copy_(src), warmup=25, rep=100, return_mode="median")
-    return 4 * src.numel() / ms / 1e6
 
 
 def point(op: str, m: int, n: int, copy: float, dim: int = -1) -> list[dict]:

@@ -99,8 +99,9 @@ class _Body:
         self.looped = not config.single_pass
         self.recompute = config.recompute
         self.out: list[str] = []
-        self.outer: dict[int, str] = {}  # values defined at function scope
-        self.local: dict[int, str] = {}  # values of the current loop body, or (recompute) since the last reduction
+        # names by (node, tile): full-size values have one per tile, the rest tile 0
+        self.outer: dict[tuple[int, int], str] = {}  # values defined at function scope
+        self.local: dict[tuple[int, int], str] = {}  # values of the loop body, or (recompute) since the last reduction
         self.raw: dict[tuple[int, int], str] = {}  # recompute: 16-bit full loads as loaded, kept across reductions
         self.epoch = 0  # recompute: reductions emitted so far
         self.tiles = config.tiles  # single pass: the row as this many [XBLOCK, RBLOCK] tiles
@@ -272,12 +273,16 @@ class _Body:
             self.epoch += 1
             self.local = {}
 
-    def _again(self, i: int, names: list[str]) -> list[str]:
-        """Operand `i` (named `names`, per tile) once more after a reduction inside a multi-step reduction."""
+    def _again(self, i: int, names: list[str]) -> tuple[list[str], list[str]]:
+        """Operand `i` (named `names`, per tile) once more after a reduction inside a multi-step reduction: its
+        names, and the lines that recompute it (none unless `recompute`)."""
         if not self.recompute:
-            return names
+            return names, []
+        saved, self.out = self.out, []
         self._next_epoch()
-        return self._per_tile(i)
+        names = self._per_tile(i)
+        lines, self.out = self.out, saved
+        return names, lines
 
     def _index(self, acc: Access, with_r: bool = True) -> tuple[str, bool, bool]:
         terms = [f"x{k}" if s == 1 else f"x{k} * {s}" for k, s in enumerate(acc.x_strides) if s]
@@ -373,11 +378,8 @@ class _Body:
             return lines + [f"_, {t} = tl.reduce(({t}_v, {t}_i), 1, {fn})", f"{t} = {t}[:, None]"]
         if op == Op.WELFORD:  # two-pass in registers, with the mean corrected by the mean of the residuals
             total = " + ".join(masked(vs, "0.0"))
-            first = [f"{t}_shift = tl.sum({total}, 1)[:, None] / rnumel"]
-            saved, self.out = self.out, []
-            vs = self._again(n.args[0], vs)
-            first += self.out
-            self.out = saved
+            vs, again = self._again(n.args[0], vs)
+            first = [f"{t}_shift = tl.sum({total}, 1)[:, None] / rnumel", *again]
             ds = self._tile_names(f"{t}_d")
             dsum, d2 = " + ".join(ds), " + ".join(f"{d} * {d}" for d in ds)
             return first + [
@@ -389,11 +391,8 @@ class _Body:
             ]
         assert op == Op.SOFTMAX_STATS
         top = fold("_maximum", masked(vs, 'float("-inf")'))
-        first = [f"{t}_max = tl.reduce({top}, 1, _maximum)[:, None]"]
-        saved, self.out = self.out, []
-        vs = self._again(n.args[0], vs)
-        first += self.out
-        self.out = saved
+        vs, again = self._again(n.args[0], vs)
+        first = [f"{t}_max = tl.reduce({top}, 1, _maximum)[:, None]", *again]
         exps = " + ".join(f"tl.where({m}, tl.exp({v} - {t}_0), 0.0)" for m, v in zip(masks, vs))
         return first + [
             f'{t}_0 = tl.where({t}_max == float("-inf"), 0.0, {t}_max)',
