@@ -38,9 +38,10 @@ def main() -> None:
         for n in map(int, args.ns.split(",")):
             rows += point(op, max(args.total // n, 1), n, copy, args.dim if not OPS[op].reduces_rows else -1)
             torch.cuda.empty_cache()
-    with open(os.path.join(args.out, "trials.json"), "w") as f:
-        json.dump({"device": torch.cuda.get_device_name(), "copy_GBps": copy, "rblock": rblock.__version__,
-                   "rows": rows}, f, indent=1)  # fmt: skip
+            # written after every point, so a run cut short by a time limit keeps what it measured
+            with open(os.path.join(args.out, "trials.json"), "w") as f:
+                json.dump({"device": torch.cuda.get_device_name(), "copy_GBps": copy, "rblock": rblock.__version__,
+                           "rows": rows}, f, indent=1)  # fmt: skip
 
 
 def point(op: str, m: int, n: int, copy: float, dim: int = -1) -> list[dict]:
