@@ -40,7 +40,7 @@ def test_every_candidate_compiles_for_sm90(tmp_path):
     for op, (m, n) in [
         ("rms_norm", (2048, 32768)), ("rms_norm", (64, 1000)), ("softmax", (2048, 32768)), ("layer_norm", (16, 5120)),
         ("cross_entropy", (64, 50257)), ("fused_add_rms_norm", (64, 4096)), ("var", (64, 8192)), ("sum", (4096, 4096)),
-        ("logsumexp", (16, 3000)), ("amax", (8, 3000)),
+        ("logsumexp", (16, 3000)), ("amax", (8, 3000)), ("layer_norm", (512, 131072)),
     ]:  # fmt: skip
         dim = 0 if (op, m) == ("sum", 4096) else -1
         inputs = OPS[op].make_inputs(m, n, torch.bfloat16, "cpu")
@@ -70,9 +70,10 @@ def test_every_candidate_compiles_for_sm90(tmp_path):
     assert json.loads(done.stdout.strip().splitlines()[-1]) == []
     assert len(jobs) >= 20
     assert any("_combine" in j["name"] for j in jobs)  # split reductions are among the candidates
+    assert any("split_row" in j["config"] for j in jobs)
 
 
 def _arg_names(spec):
-    """in_ptr0.. then out_ptr0.., read off the kernel's signature line."""
+    """in_ptr0.., out_ptr0.. (then a split row's ws_ptr0.. and sync_ptr), read off the kernel's signature line."""
     line = next(x for x in spec.source.splitlines() if x.startswith(f"def {spec.name}("))
     return [a.strip() for a in line[line.index("(") + 1 :].split(",") if "_ptr" in a]

@@ -91,3 +91,36 @@ def test_column_sum_slices_keep_neighbouring_lanes_on_neighbouring_columns():
     sk = split(g, 16)
     load = next(n for n in sk.first.nodes if n.op.name == "LOAD")
     assert load.attr.x_strides[-1] == 1  # the innermost x dim is the column: coalesced
+
+
+UNEVEN = [
+    ("column sum of 3001 rows", lambda x: x.sum(0), (3001, 7)),
+    ("row max of 2501", lambda x: x.amax(-1), (3, 2501)),
+    ("column min of 1501", lambda x: x.amin(0), (1501, 33)),
+    ("count of 1001", lambda x: (x > 0).sum(-1), (2, 1001)),
+]
+
+
+@pytest.mark.parametrize(("name", "fn", "shape"), UNEVEN, ids=[c[0] for c in UNEVEN])
+@pytest.mark.parametrize("chunks", [2, 16])
+def test_uneven_slices_mask_the_short_last_one(name, fn, shape, chunks):
+    torch.manual_seed(chunks)
+    x = torch.randn(*shape) - 3.0  # negative: padding read as 0 would show in a max
+    with rblock.settings(config=rblock.Config("looped", 1, 128, 4, split=chunks)), recording() as log:
+        out = rblock.compile(fn, name=name.replace(" ", "_"))(x)
+    assert len(log[0].program.stages) == 2 and log[0].program.stages[0].spec.source.count(
+        "rmask = (rindex < rnumel) & (x0"
+    )
+    torch.testing.assert_close(out.double(), fn(x.double()).double(), rtol=1e-5, atol=1e-4)
+
+
+def test_welford_is_split_only_into_equal_slices():
+    assert split_chunks(22369, 64, uneven=True) == 64 and split_chunks(22369, 64) == 1
+    with rblock.settings(config=rblock.Config("looped", 1, 128, 4, split=4)):
+        with pytest.raises(rblock.InvalidArgument, match="splits"):
+            rblock.compile(lambda x: torch.var(x, 0), name="var_odd")(torch.randn(3001, 4))
+
+
+def test_planner_splits_column_sums_of_any_row_count():
+    cols = plan(analyze(graph_of(lambda x: x.sum(0), torch.randn(22369, 3000)), DEFAULT), DEFAULT)
+    assert any(c.config.split > 1 for c in cols.candidates)

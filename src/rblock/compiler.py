@@ -19,11 +19,12 @@ from torch.utils import _pytree as pytree
 from rblock import __version__
 from rblock import settings as settings_mod
 from rblock.analysis import Features, analyze
-from rblock.codegen.kernel import KernelSpec, generate
+from rblock.codegen.kernel import KernelSpec, generate, partial_slots
 from rblock.errors import CompileFailed, InvalidArgument
 from rblock.ir import KernelGraph
 from rblock.ir.passes import dead_code, reciprocal_row_divisors, simplify_dims
-from rblock.ir.split import can_split, split
+from rblock.ir.query import can_split_row
+from rblock.ir.split import can_split, split, uneven_ok
 from rblock.ir.verify import verify
 from rblock.plan import DEFAULT, Config, Heuristics, Plan, plan
 from rblock.plan.candidates import next_pow2
@@ -96,16 +97,27 @@ def build(name: str, fn, args: tuple, kwargs: dict, s: settings_mod.Settings, h:
     from_cache = False
     if s.config is not None:
         cfg = s.config
-        if cfg.split > 1 and not (can_split(g) and g.rnumel % cfg.split == 0):
+        if cfg.kind == "split_row":
+            if not can_split_row(g) or not cfg.RBLOCK * (cfg.split - 1) < g.rnumel <= cfg.RBLOCK * cfg.split:
+                raise InvalidArgument(
+                    "settings",
+                    "config",
+                    f"splits {name}'s rows of {g.rnumel} over {cfg.split} programs of RBLOCK {cfg.RBLOCK}: not "
+                    "possible (one level of sum/max/min/mean-variance/softmax reductions, and every program "
+                    "holding part of the row)",
+                )
+        elif cfg.split > 1 and not (
+            can_split(g) and (g.rnumel % cfg.split == 0 or uneven_ok(g)) and cfg.split <= g.rnumel
+        ):
             raise InvalidArgument(
                 "settings", "config", f"splits {name}'s rows of {g.rnumel} in {cfg.split}: not possible"
             )
-        if cfg.single_pass and cfg.RBLOCK * cfg.tiles < g.rnumel // cfg.split:
+        if cfg.single_pass and cfg.RBLOCK * cfg.tiles < -(-g.rnumel // cfg.split):
             raise InvalidArgument(
                 "settings",
                 "config",
                 f"is {cfg.kind} with {cfg.tiles} tile(s) of RBLOCK {cfg.RBLOCK}, but {name}'s rows have "
-                f"{g.rnumel // cfg.split} elements",
+                f"{-(-g.rnumel // cfg.split)} elements",
             )
     elif device.interpreted():
         cfg = p.candidates[0].config
@@ -122,6 +134,21 @@ def make_program(g: KernelGraph, cfg: Config, header: tuple[str, ...] = (), inte
     Triton's interpreter (default: whether this process runs it)."""
     interpret = device.interpreted() if interpret is None else interpret
     n_in, n_out = len(g.inputs), len(g.outputs)
+    if cfg.kind == "split_row":
+        slots = partial_slots(g)
+        args = (
+            *(("in", i) for i in range(n_in)),
+            *(("out", j) for j in range(n_out)),
+            *(("ws", k) for k in range(len(slots))),
+            ("sync", 0),
+        )
+        note = (f"split row: {cfg.split} programs per row, each holding a slice of {cfg.RBLOCK}",)
+        phases = ("partials", "finish") if interpret else ("all",)
+        spins = settings_mod.sync_spins()
+        return Program(
+            tuple(Stage(generate(g, cfg, header + note, interpret, ph, spins), args, g.xnumel) for ph in phases),
+            tuple((g.xnumel * cfg.split, TORCH_DTYPES[dt]) for _, _, dt in slots),
+        )
     if cfg.split == 1:
         args = (*(("in", i) for i in range(n_in)), *(("out", j) for j in range(n_out)))
         return Program((Stage(generate(g, cfg, header, interpret), args, g.xnumel),))
@@ -131,7 +158,7 @@ def make_program(g: KernelGraph, cfg: Config, header: tuple[str, ...] = (), inte
         "persistent", max(min(next_pow2(max(g.xnumel, 1)), 4096 // next_pow2(cfg.split)), 1), next_pow2(cfg.split), 4
     )
     ws = tuple(("ws", k) for k in range(len(sk.workspace)))
-    note = (f"split: {cfg.split} slices of {g.rnumel // cfg.split} per row, then a combine kernel",)
+    note = (f"split: {cfg.split} slices of {-(-g.rnumel // cfg.split)} per row, then a combine kernel",)
     return Program(
         (
             Stage(

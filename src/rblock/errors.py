@@ -31,3 +31,8 @@ class UnsupportedOperation(RBlockError, NotImplementedError):
 
 class CompileFailed(RBlockError, RuntimeError):
     """No candidate kernel could be compiled for this function."""
+
+
+class SyncTimeout(RBlockError, RuntimeError):
+    """Programs of a split-row kernel stopped waiting for each other (RBLOCK_DEBUG_SYNC): the launch was not
+    co-resident."""

@@ -4,6 +4,9 @@ Environment variables (also tabled in docs/env_vars.md):
 - RBLOCK_CACHE_DIR: where generated kernels and tuning results live (default ~/.cache/rblock).
 - RBLOCK_TUNE: 0 disables timing candidates on a GPU (the planner's first candidate runs), 1 enables it (default).
 - RBLOCK_FORCE_INTERPRET: 1 runs kernels in Triton's CPU interpreter even when a GPU is present.
+- RBLOCK_DEBUG_SYNC: N > 0 bounds the wait of split-row programs for the others of their row to N polls; a call
+  whose programs gave up raises instead of hanging (default 0: wait until they arrive, which they do when the
+  launch is co-resident).
 """
 
 from __future__ import annotations
@@ -31,6 +34,17 @@ def tune_enabled_by_env() -> bool:
 
 def force_interpret() -> bool:
     return os.environ.get("RBLOCK_FORCE_INTERPRET", "0") == "1"
+
+
+def sync_spins() -> int:
+    text = os.environ.get("RBLOCK_DEBUG_SYNC", "0")
+    try:
+        spins = int(text)
+    except ValueError:
+        spins = -1
+    if spins < 0:
+        raise ValueError(f"rblock: RBLOCK_DEBUG_SYNC must be a number of polls >= 0, got {text!r}")
+    return spins
 
 
 @dataclass(frozen=True, slots=True)

@@ -8,8 +8,8 @@ from enum import Enum
 
 from rblock.ir import KernelGraph, Op, Rank
 from rblock.ir.nodes import REDUCE_OPS, Access
-from rblock.ir.query import loads_in_pass, looped_passes
-from rblock.ir.split import can_split
+from rblock.ir.query import can_split_row, loads_in_pass, looped_passes
+from rblock.ir.split import can_split, uneven_ok
 
 
 class Hint(Enum):
@@ -40,6 +40,8 @@ class Features:
     narrow_loads: bool  # some full-size input is 16-bit: a single-pass tile can hold it at half the registers
     is_2d: bool  # both more than one row and more than one element per row
     splittable: bool  # the reductions can be split over row slices and combined by a second kernel
+    unevenly_splittable: bool  # ... also into slices of unequal length (a masked tail)
+    row_splittable: bool  # programs holding slices of a row can finish it from each other's partial results
 
     def __post_init__(self) -> None:
         assert self.persistent_bytes >= 0 and self.looped_bytes >= self.persistent_bytes, self
@@ -115,4 +117,6 @@ def analyze(g: KernelGraph, heuristics) -> Features:
         narrow_loads=any(n.op == Op.LOAD and n.rank == Rank.FULL and n.dtype.itemsize == 2 for _, n in mem),
         is_2d=g.xnumel > 1 and g.rnumel > 1,
         splittable=can_split(g),
+        unevenly_splittable=can_split(g) and uneven_ok(g),
+        row_splittable=can_split_row(g),
     )

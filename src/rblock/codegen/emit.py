@@ -72,6 +72,30 @@ def _widen(x):
     return tl.inline_asm_elementwise("cvt.f32.f16 $0, $1;", "=f,h", [x], dtype=tl.float32, is_pure=False, pack=1)
 """
 
+# split_row kernels: the programs of one row group meet here after storing their partial results. Each arrives on
+# the group's counter: the leader adds 2**31 - (parts - 1), the others 1, so every round adds 2**31: the sign bit
+# flips once per round and the low bits come back. No reset is needed between rows or launches.
+# With max_spins > 0 the wait gives up after that many polls and raises the flag at counter 0 (the host reports it).
+ROW_BARRIER = """
+@triton.jit
+def _row_barrier(sync_ptr, group, leader, lead_add: tl.constexpr, max_spins: tl.constexpr):
+    tl.debug_barrier()  # every thread's partial results are stored before the program arrives
+    counter = sync_ptr + 1 + group
+    old = tl.atomic_add(counter, tl.where(leader, lead_add, 1), sem="release", scope="gpu")
+    flipped = False
+    spins = 0
+    while not flipped:
+        now = tl.atomic_add(counter, 0, sem="acquire", scope="gpu")
+        flipped = (old ^ now) < 0
+        if max_spins > 0:
+            spins += 1
+            if spins >= max_spins:
+                if not flipped:
+                    tl.atomic_xchg(sync_ptr, 1)
+                flipped = True
+    tl.debug_barrier()
+"""
+
 # Triton's interpreter runs no PTX; the conversion is exact either way.
 WIDEN_PLAIN = """
 @triton.jit

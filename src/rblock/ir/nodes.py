@@ -166,6 +166,7 @@ class KernelGraph:
     buffers: tuple[Buffer, ...]
     nodes: tuple[Node, ...]
     index_bits: int = 32  # 64 when some tensor spans >= 2**31 elements
+    r_extent: int = 0  # > 0: a split's slices of a row this long; x dim 0 is the slice, valid while x0*rnumel+r < it
 
     @property
     def xnumel(self) -> int:

@@ -45,3 +45,13 @@ def loads_in_pass(g: KernelGraph, targets: list[int]) -> set[int]:
     return {
         j for t in targets for j in [*full_cone(g, t), t] if g.nodes[j].op == Op.LOAD and g.nodes[j].rank == Rank.FULL
     }
+
+
+SPLIT_ROW_OPS = frozenset({Op.SUM, Op.MAX, Op.MIN, Op.WELFORD, Op.SOFTMAX_STATS})
+
+
+def can_split_row(g: KernelGraph) -> bool:
+    """Whether programs holding slices of a row can finish it from each other's partial results: one level of
+    reductions, each with a combine of slice results (sum, max, min, mean/M2, max/sum-exp)."""
+    levels = reduction_levels(g)
+    return bool(levels) and set(levels.values()) == {1} and all(g.nodes[r].op in SPLIT_ROW_OPS for r in levels)

@@ -1,10 +1,11 @@
 """Split reduction: one kernel over few rows becomes two, so that the whole GPU works on it.
 
-Stage 1 walks `chunks` equal slices of every row in parallel (the slice index becomes an extra, outermost x dim,
+Stage 1 walks `chunks` slices of every row in parallel (the slice index becomes an extra, outermost x dim,
 so that neighbouring programs and lanes still walk neighbouring rows: a column sum stays coalesced) and stores each
 reduction's partial result to a workspace; stage 2 reads the partials as rows of length `chunks`,
 combines them, and runs everything that came after the reductions. The input is read once, plus
-`chunks` floats per row and reduction.
+`chunks` floats per row and reduction. Slices are equal, except for sums, maxima and minima, where the last may
+be short (a masked tail): the mean/M2 combine of Welford assumes equal slices.
 """
 
 from __future__ import annotations
@@ -38,10 +39,16 @@ def can_split(g: KernelGraph) -> bool:
     )
 
 
-def split_chunks(rnumel: int, wanted: int) -> int:
-    """The largest power of two <= wanted that divides rnumel (1 if none but 1 does)."""
+def uneven_ok(g: KernelGraph) -> bool:
+    """Whether the slices of a split may differ in length (no Welford, whose combine weighs slices equally)."""
+    return all(g.nodes[r].op != Op.WELFORD for r in reduction_levels(g))
+
+
+def split_chunks(rnumel: int, wanted: int, uneven: bool = False) -> int:
+    """The largest power of two <= wanted that divides rnumel (1 if none but 1 does); with `uneven`, the largest
+    power of two <= wanted that leaves no slice empty."""
     c = 1
-    while c * 2 <= wanted and rnumel % (c * 2) == 0:
+    while c * 2 <= wanted and (rnumel % (c * 2) == 0 or (uneven and c * 2 <= rnumel)):
         c *= 2
     return c
 
@@ -51,8 +58,8 @@ def _contiguous(sizes: tuple[int, ...]) -> tuple[int, ...]:
 
 
 def split(g: KernelGraph, chunks: int) -> SplitKernels:
-    assert can_split(g) and chunks > 1 and g.rnumel % chunks == 0, (g.name, chunks)
-    per_chunk = g.rnumel // chunks
+    assert can_split(g) and chunks > 1 and (g.rnumel % chunks == 0 or uneven_ok(g)), (g.name, chunks)
+    per_chunk = -(-g.rnumel // chunks)
     n_in = len(g.inputs)
     reductions = sorted(reduction_levels(g))
     parts = {r: (2 if g.nodes[r].op == Op.WELFORD else 1) for r in reductions}
@@ -101,6 +108,7 @@ def split(g: KernelGraph, chunks: int) -> SplitKernels:
         (*g.inputs, *workspace),
         tuple(first),
         g.index_bits,
+        g.rnumel if g.rnumel % chunks else 0,
     )
 
     # ---- stage 2: combine the partials, then the rest of the kernel -----------------------------------------

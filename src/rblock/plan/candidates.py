@@ -157,10 +157,10 @@ def _split(f: Features, h: Heuristics, first: Config, sm_count: int) -> list[Can
     if not f.splittable or programs >= h.split_below_sm_fraction * sm_count:
         return []
     wanted = -(-h.split_programs_per_sm * sm_count // programs)
-    chunks = split_chunks(f.rnumel, min(wanted, f.rnumel // max(h.split_min_chunk, 1)))
+    chunks = split_chunks(f.rnumel, min(wanted, f.rnumel // max(h.split_min_chunk, 1)), f.unevenly_splittable)
     if chunks < 2:
         return []
-    per_chunk = f.rnumel // chunks
+    per_chunk = -(-f.rnumel // chunks)
     why = f"{programs} program(s) for {sm_count} SMs: {chunks} slices of {per_chunk} per row, then a combine kernel"
     if f.hint in (Hint.OUTER, Hint.OUTER_TINY):
         shapes = [(64, 8, 8), (32, 16, 4)]
@@ -168,6 +168,25 @@ def _split(f: Features, h: Heuristics, first: Config, sm_count: int) -> list[Can
         r = min(next_pow2(per_chunk), h.max_r0_block)
         shapes = [(1, r, warps_for(h, r)), (1, max(r // 2, 1), warps_for(h, r // 2))]
     return [Candidate(Config("looped", x, r, w, split=chunks), why) for x, r, w in shapes]
+
+
+def _split_row(f: Features, h: Heuristics, sm_count: int) -> list[Candidate]:
+    """Rows too long for one program: a slice per program, each of the slice sizes the heuristics allow."""
+    if not f.row_splittable or f.rnumel <= h.split_row_min_rnumel:
+        return []
+    out = []
+    rblock = h.split_row_max_slice
+    while rblock >= h.split_row_min_slice:
+        parts = -(-f.rnumel // rblock)
+        if 2 <= parts <= h.split_row_max_parts_per_sm * sm_count:
+            warps = warps_for(h, rblock, single_pass=True)
+            why = (
+                f"split row: {parts} co-resident programs per row, each holding a slice of {rblock} in registers, "
+                f"exchange partial results and finish their slice; the row is read once; {warps} warps"
+            )
+            out.append(Candidate(Config("split_row", 1, rblock, warps, split=parts), why))
+        rblock //= 2
+    return out
 
 
 def plan(f: Features, h: Heuristics, strategy: str = "auto", sm_count: int = 132) -> Plan:
@@ -211,4 +230,5 @@ def plan(f: Features, h: Heuristics, strategy: str = "auto", sm_count: int = 132
     elif f.online_reductions and f.rnumel <= h.online_single_pass_max_rnumel:
         why = "one pass: looped, the online reduction costs two exps or a division per element"
         cands += _single_pass(f, h, "persistent", xblock, why, fewer_warps=True)
+    cands += _split_row(f, h, sm_count)
     return Plan(default, tuple(cands + _split(f, h, cands[0].config, sm_count)), register_intensive)

@@ -6,29 +6,39 @@ import json
 from dataclasses import asdict, dataclass
 from typing import Literal
 
-Kind = Literal["persistent", "looped", "persistent_rblock"]
+Kind = Literal["persistent", "looped", "persistent_rblock", "split_row"]
 
 
 @dataclass(frozen=True, slots=True, order=True)
 class Config:
-    kind: Kind  # persistent_rblock: a looped kernel's extra candidate with RBLOCK covering the row, one pass
+    kind: Kind  # persistent_rblock: a looped kernel's extra candidate with RBLOCK covering the row, one pass;
+    # split_row: `split` co-resident programs each hold one RBLOCK slice of a row and exchange partial results
     XBLOCK: int  # rows per program
     RBLOCK: int  # row elements per tile
     num_warps: int
     num_stages: int = 1
     no_rblock_scaling: bool = False  # the tuner must not shrink RBLOCK
-    split: int = 1  # > 1: a first kernel reduces this many slices of each row in parallel, a second combines them
+    split: int = 1  # > 1: slices per row reduced in parallel; looped: by a first kernel, combined by a second
     recompute: bool = False  # single-pass: hold 16-bit inputs as loaded, recompute full-size values after reductions
     tiles: int = 1  # single-pass: the row as this many tiles of RBLOCK (a row of 5 * 1024 needs no padding to 8192)
 
     def __post_init__(self) -> None:
-        for name in ("XBLOCK", "RBLOCK", "num_warps", "split"):
+        # a split row may have any number of slices (the last one partly masked); a two-kernel split divides rows
+        pow2 = ("XBLOCK", "RBLOCK", "num_warps") + (() if self.kind == "split_row" else ("split",))
+        for name in pow2:
             v = getattr(self, name)
             if not isinstance(v, int) or v < 1 or v & (v - 1):
                 raise ValueError(f"rblock.Config: {name} must be a power of two, got {v!r}")
-        if self.kind not in ("persistent", "looped", "persistent_rblock"):
-            allowed = "'persistent', 'looped' or 'persistent_rblock'"
+        if self.kind not in ("persistent", "looped", "persistent_rblock", "split_row"):
+            allowed = "'persistent', 'looped', 'persistent_rblock' or 'split_row'"
             raise ValueError(f"rblock.Config: kind must be {allowed}, got {self.kind!r}")
+        if self.kind == "split_row" and not (isinstance(self.split, int) and self.split >= 2 and self.XBLOCK == 1):
+            raise ValueError(
+                f"rblock.Config: split_row needs split >= 2 programs per row and XBLOCK 1, got split={self.split!r}, "
+                f"XBLOCK={self.XBLOCK!r}"
+            )
+        if self.kind == "split_row" and (self.tiles > 1 or self.recompute):
+            raise ValueError("rblock.Config: split_row takes neither tiles nor recompute")
         if not isinstance(self.tiles, int) or self.tiles < 1:
             raise ValueError(f"rblock.Config: tiles must be a positive int, got {self.tiles!r}")
         if self.tiles > 1 and not self.single_pass:
@@ -40,7 +50,7 @@ class Config:
 
     @property
     def single_pass(self) -> bool:
-        """Whether the whole row is in registers (the input read once)."""
+        """Whether the whole row is in registers (the input read once); for split_row, spread over programs."""
         return self.kind != "looped"
 
     def to_json(self) -> str:

@@ -97,6 +97,19 @@ class Heuristics:
     split_min_chunk: int = 1024
     """Each slice of a split row keeps at least this many elements."""
 
+    split_row_min_rnumel: int = 16384
+    """Rows longer than this also get split_row candidates: the row spread over co-resident programs that exchange
+    partial results, read once. Below it one program holds a row (persistent_rblock). Not yet calibrated."""
+
+    split_row_min_slice: int = 8192
+    """Smallest slice one split_row program holds (more programs per row: more barrier rounds)."""
+
+    split_row_max_slice: int = 32768
+    """Largest slice one split_row program holds (the register bound of persistent_rblock)."""
+
+    split_row_max_parts_per_sm: float = 0.5
+    """A split row spans at most this many programs per SM, so that several row groups run at once."""
+
     def __post_init__(self) -> None:
         for f in fields(self):
             if getattr(self, f.name) < 0:

@@ -42,11 +42,20 @@ def device_name(index: int = 0) -> str:
 def device_properties() -> dict[str, int | str]:
     """Facts the planner and tuner use; fixed numbers under the interpreter (an H100-class default)."""
     if interpreted():
-        return {"name": device_name(), "capability": "interp", "sm_count": 132, "regs_per_sm": 65536}
+        return {
+            "name": device_name(),
+            "capability": "interp",
+            "sm_count": 132,
+            "regs_per_sm": 65536,
+            "threads_per_sm": 2048,
+            "smem_per_sm": 233472,
+        }
     p = torch.cuda.get_device_properties(torch.cuda.current_device())
     return {
         "name": p.name,
         "capability": f"{p.major}.{p.minor}",
         "sm_count": p.multi_processor_count,
         "regs_per_sm": getattr(p, "regs_per_multiprocessor", 65536),
+        "threads_per_sm": getattr(p, "max_threads_per_multi_processor", 2048),
+        "smem_per_sm": getattr(p, "shared_memory_per_multiprocessor", 233472),
     }

@@ -8,7 +8,10 @@ import torch
 from triton import knobs
 from triton.runtime.driver import driver
 
+from rblock import settings
 from rblock.codegen.kernel import KernelSpec
+from rblock.errors import SyncTimeout
+from rblock.runtime import device
 from rblock.runtime.loader import load
 
 
@@ -31,7 +34,7 @@ def launch(stage: Stage, buffers: list[torch.Tensor]) -> None:
     spec, xnumel = stage.spec, stage.xnumel
     if xnumel == 0:
         return
-    grid = (xnumel + spec.XBLOCK - 1) // spec.XBLOCK
+    grid = stage.grid(buffers)
     fast = stage.fast
     if fast is not None and _aligned(buffers):
         dev = driver.active.get_current_device()
@@ -41,17 +44,40 @@ def launch(stage: Stage, buffers: list[torch.Tensor]) -> None:
             enter, leave = _hook(knobs.runtime.launch_enter_hook), _hook(knobs.runtime.launch_exit_hook)
             meta = ck.launch_metadata((grid, 1, 1), stream, *args) if enter else None
             ck.run(grid, 1, 1, stream, ck.function, ck.packed_metadata, meta, enter, leave, *args)
+            _check_sync(stage, buffers)
             return
-    ck = stage.kernel[(grid,)](
-        *buffers,
-        xnumel,
-        XBLOCK=spec.XBLOCK,
-        RBLOCK=spec.RBLOCK,
-        num_warps=spec.num_warps,
-        num_stages=spec.num_stages,
-    )
+    ck = stage.kernel[(grid,)](*buffers, xnumel, **stage.options())
     if getattr(ck, "function", None) is not None and _aligned(buffers):  # a GPU kernel (the interpreter returns none)
         object.__setattr__(stage, "fast", (driver.active.get_current_device(), ck))
+    _check_sync(stage, buffers)
+
+
+def _check_sync(stage: Stage, buffers: list[torch.Tensor]) -> None:
+    """With RBLOCK_DEBUG_SYNC, a split-row launch whose programs gave up waiting raises (its flag is cleared)."""
+    if not stage.spec.waits or not settings.sync_spins():
+        return
+    flag = buffers[-1][:1]
+    if int(flag.item()):
+        flag.zero_()
+        raise SyncTimeout(
+            f"rblock: {stage.spec.name}: the {stage.spec.parts} programs of a row did not all arrive within "
+            f"{settings.sync_spins()} polls (RBLOCK_DEBUG_SYNC): the launch was not co-resident; its outputs are wrong"
+        )
+
+
+def co_resident_groups(spec: KernelSpec, n_regs: int, shared: int) -> int:
+    """How many row groups of a split-row kernel run at once on this device: programs per SM from registers,
+    threads and shared memory, times the SMs, in whole groups."""
+    p = device.device_properties()
+    threads = 32 * spec.num_warps
+    regs_per_program = -(-n_regs // 8) * 8 * threads  # registers are allocated in steps of 8 per thread
+    per_sm = min(
+        int(p["regs_per_sm"]) // max(regs_per_program, 1),
+        int(p["threads_per_sm"]) // threads,
+        int(p["smem_per_sm"]) // (shared + 1024),  # 1 KB per program is reserved by the hardware
+        32,
+    )
+    return int(p["sm_count"]) * per_sm // spec.parts
 
 
 @dataclass(frozen=True)
@@ -61,20 +87,67 @@ class Stage:
     xnumel: int
     kernel: object = None  # the loaded @triton.jit function; filled from `spec` when not given
     fast: tuple | None = field(default=None, compare=False)  # (device, compiled kernel) after an aligned launch
+    groups: int | None = field(default=None, compare=False)  # split row: co-resident row groups, once compiled
 
     def __post_init__(self) -> None:
         if self.kernel is None:
             object.__setattr__(self, "kernel", load(self.spec))
+
+    def options(self) -> dict:
+        s = self.spec
+        opts = {"XBLOCK": s.XBLOCK, "RBLOCK": s.RBLOCK, "num_warps": s.num_warps, "num_stages": s.num_stages}
+        if s.waits and not device.interpreted():
+            opts["launch_cooperative_grid"] = True  # the driver refuses a grid that cannot be co-resident
+        return opts
+
+    def compile(self, buffers: list[torch.Tensor]):
+        """Build without running; the compiled kernel (None under the interpreter)."""
+        if device.interpreted():
+            self._set_groups(0, 0)
+            return None
+        ck = self.kernel.warmup(*buffers, self.xnumel, grid=(1,), **self.options())
+        ck._init_handles()
+        self._set_groups(int(ck.n_regs), int(ck.metadata.shared))
+        return ck
+
+    def _set_groups(self, n_regs: int, shared: int) -> None:
+        if self.spec.parts > 1:
+            groups = co_resident_groups(self.spec, n_regs, shared)
+            if groups < 1:
+                raise ValueError(f"{self.spec.name}: {self.spec.parts} programs per row cannot all run at once here")
+            object.__setattr__(self, "groups", groups)
+
+    def grid(self, buffers: list[torch.Tensor]) -> int:
+        """Programs to launch: one per XBLOCK rows, or for a split row as many whole groups as run at once."""
+        rows = (self.xnumel + self.spec.XBLOCK - 1) // self.spec.XBLOCK
+        if self.spec.parts == 1:
+            return rows
+        if self.groups is None:
+            self.compile(buffers)
+        return min(rows, self.groups) * self.spec.parts
 
 
 @dataclass(frozen=True)
 class Program:
     stages: tuple[Stage, ...]
     workspace: tuple[tuple[int, torch.dtype], ...] = ()  # (numel, dtype) of each scratch buffer
+    _sync: dict = field(default_factory=dict, compare=False)  # (device, stream) -> split-row counters
 
     def _buffers(self, stage: Stage, inputs, outputs, ws) -> list[torch.Tensor]:
         pools = {"in": inputs, "out": outputs, "ws": ws}
+        if any(kind == "sync" for kind, _ in stage.args):
+            pools["sync"] = [self._counters(outputs[0].device)]
         return [pools[kind][i] for kind, i in stage.args]
+
+    def _counters(self, dev: torch.device) -> torch.Tensor:
+        """An error flag and one arrival counter per row group, zeroed once and never reset. One set per stream:
+        launches on one stream run in order, so a group's rounds never interleave."""
+        stream = torch.cuda.current_stream(dev).cuda_stream if dev.type == "cuda" else 0
+        key = (dev, stream)
+        if key not in self._sync:
+            groups = int(device.device_properties()["sm_count"]) * 32  # at most 32 programs per SM
+            self._sync[key] = torch.zeros(1 + groups, dtype=torch.int32, device=dev)
+        return self._sync[key]
 
     def __post_init__(self) -> None:
         # the common case, one stage over the inputs then the outputs, needs no argument shuffling per call
@@ -106,16 +179,6 @@ class Program:
         ws = self._workspace(outputs[0].device) if self.workspace else []
         regs = spills = 0
         for st in self.stages:
-            s = st.spec
-            compiled = st.kernel.warmup(
-                *self._buffers(st, inputs, outputs, ws),
-                st.xnumel,
-                XBLOCK=s.XBLOCK,
-                RBLOCK=s.RBLOCK,
-                num_warps=s.num_warps,
-                num_stages=s.num_stages,
-                grid=(1,),
-            )
-            compiled._init_handles()
+            compiled = st.compile(self._buffers(st, inputs, outputs, ws))
             regs, spills = max(regs, int(compiled.n_regs)), max(spills, int(compiled.n_spills))
         return regs, spills

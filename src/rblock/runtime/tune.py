@@ -82,12 +82,15 @@ def tune(
         timed = spills <= h.max_spill_bytes or all(  # if everything spills, time the spillers too
             isinstance(r, Exception) or r[1] > h.max_spill_bytes for r in resources.values()
         )
-        us = None
+        us, note = None, "" if timed else f"spills {spills} bytes"
         if timed:
             prog = programs[c.config]
-            ms = triton.testing.do_bench(lambda: prog.run(inputs, outputs), warmup=5, rep=20, return_mode="median")
-            us = 1000 * ms
-        trials.append(Trial(c.config, c.reason, us, regs, spills, "" if timed else f"spills {spills} bytes"))
+            try:
+                ms = triton.testing.do_bench(lambda: prog.run(inputs, outputs), warmup=5, rep=20, return_mode="median")
+                us = 1000 * ms
+            except Exception as e:  # refused at launch (a split row's grid cannot be co-resident): skipped
+                note = f"launch failed: {type(e).__name__}: {e}"[:300]
+        trials.append(Trial(c.config, c.reason, us, regs, spills, note))
     timed_trials = [t for t in trials if t.median_us is not None]
     if not timed_trials:
         raise CompileFailed("no candidate compiled: " + "; ".join(t.note for t in trials))

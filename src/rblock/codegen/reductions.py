@@ -1,0 +1,160 @@
+"""Lines of Triton that reduce across programs or chunks: the accumulators of looped kernels, and the partial
+results that split-row programs exchange and combine. Single-pass reductions stay in kernel.py, where they are
+interleaved with recomputing their operands."""
+
+from __future__ import annotations
+
+from rblock.codegen.emit import round16
+from rblock.ir import DType, KernelGraph, Op
+from rblock.ir.query import reduction_levels
+
+
+def partial_slots(g: KernelGraph) -> tuple[tuple[int, int, DType], ...]:
+    """(reduction, output index, dtype) of each partial result a split_row kernel exchanges, one workspace each."""
+    slots = []
+    for r in sorted(reduction_levels(g)):
+        n = g.nodes[r]
+        two = n.op in (Op.WELFORD, Op.SOFTMAX_STATS)
+        dt = DType.F32 if two or n.dtype.is_float else DType.I64
+        slots += [(r, k, dt) for k in range(2 if two else 1)]
+    return tuple(slots)
+
+
+def split_row_partial(g: KernelGraph, i: int, v: str) -> list[str]:
+    """split_row: reduce this program's slice of the row (value `v`) to tmp{i}_p0 (and _p1)."""
+    t, op = f"tmp{i}", g.nodes[i].op
+    zero = "0.0" if g.nodes[g.nodes[i].args[0]].dtype.is_float else "0"
+    if op == Op.SUM:
+        widen = "" if zero == "0.0" else ".to(tl.int64)"  # torch sums bools and ints in int64
+        return [f"{t}_p0 = tl.sum(tl.where(mask, {v}, {zero}){widen}, 1)[:, None]"]
+    if op in (Op.MAX, Op.MIN):
+        ident, fn = ('float("-inf")', "_maximum") if op == Op.MAX else ('float("inf")', "_minimum")
+        return [f"{t}_p0 = tl.reduce(tl.where(mask, {v}, {ident}), 1, {fn})[:, None]"]
+    if op == Op.WELFORD:  # mean and M2 of the slice, two-pass in registers
+        return [
+            f"{t}_n = tl.minimum(rnumel - part * RBLOCK, RBLOCK).to(tl.float32)  # elements in this slice",
+            f"{t}_shift = tl.sum(tl.where(mask, {v}, 0.0), 1)[:, None] / {t}_n",
+            f"{t}_d = tl.where(mask, {v} - {t}_shift, 0.0)",
+            f"{t}_dsum, {t}_d2 = tl.reduce(({t}_d, {t}_d * {t}_d), 1, _add2)",
+            f"{t}_dsum = {t}_dsum[:, None]",
+            f"{t}_p0 = {t}_shift + {t}_dsum / {t}_n",
+            f"{t}_p1 = tl.maximum({t}_d2[:, None] - {t}_dsum * {t}_dsum / {t}_n, 0.0)",
+        ]
+    assert op == Op.SOFTMAX_STATS
+    return [
+        f'{t}_p0 = tl.reduce(tl.where(mask, {v}, float("-inf")), 1, _maximum)[:, None]',
+        f'{t}_shift = tl.where({t}_p0 == float("-inf"), 0.0, {t}_p0)',
+        f"{t}_p1 = tl.sum(tl.where(mask, tl.exp({v} - {t}_shift), 0.0), 1)[:, None]",
+    ]
+
+
+def split_row_combine(g: KernelGraph, i: int, ws: list[int]) -> list[str]:
+    """split_row: the row's result from every slice's partial results (workspaces `ws`)."""
+    t, n = f"tmp{i}", g.nodes[i]
+    zero = "0.0" if n.op != Op.SUM or n.dtype.is_float else "0"
+    ident = {Op.MAX: 'float("-inf")', Op.MIN: 'float("inf")', Op.SOFTMAX_STATS: 'float("-inf")'}.get(n.op, zero)
+    idx = "ws_ptr{} + (xindex * parts + pindex)"
+    lines = [f"# ir %{i}: {n.op.name.lower()}, from the partial results of the row's slices"]
+    lines += [  # .cg: read past L1, which other SMs' writes do not update
+        f'{t}_q{j} = tl.load({idx.format(k)}, xmask & pmask, other={ident if j == 0 else "0.0"}, cache_modifier=".cg")'
+        for j, k in enumerate(ws)
+    ]
+    if n.op == Op.SUM:
+        return lines + [f"{t} = {round16(n, f'tl.sum({t}_q0, 1)[:, None]')}"]
+    if n.op in (Op.MAX, Op.MIN):
+        return lines + [f"{t} = tl.reduce({t}_q0, 1, {'_maximum' if n.op == Op.MAX else '_minimum'})[:, None]"]
+    if n.op == Op.WELFORD:  # Chan's combine over slices of unequal length
+        return lines + [
+            f"{t}_cnt = tl.minimum(tl.maximum(rnumel - pindex * RBLOCK, 0), RBLOCK).to(tl.float32)",
+            f"{t}_0 = tl.sum({t}_cnt * {t}_q0, 1)[:, None] / rnumel",
+            f"{t}_dev = {t}_q0 - {t}_0",
+            f"{t}_1 = tl.sum({t}_q1 + {t}_cnt * {t}_dev * {t}_dev, 1)[:, None]",
+        ]
+    return lines + [
+        f"{t}_max = tl.reduce({t}_q0, 1, _maximum)[:, None]",
+        f'{t}_0 = tl.where({t}_max == float("-inf"), 0.0, {t}_max)',
+        f'{t}_1 = tl.sum(tl.where({t}_q0 == float("-inf"), 0.0, {t}_q1 * tl.exp({t}_q0 - {t}_0)), 1)[:, None]',
+    ]
+
+
+def acc_init(g: KernelGraph, i: int) -> list[str]:
+    """Looped: the [XBLOCK, RBLOCK] accumulators of reduction i."""
+    op, src = g.nodes[i].op, g.nodes[g.nodes[i].args[0]]
+    shape = "[XBLOCK, RBLOCK]"
+    ridx = "tl.int64" if g.index_bits == 64 else "tl.int32"
+    acc_t = "tl.float32" if src.dtype.is_float else "tl.int64"  # torch sums bools and ints in int64
+    init = {
+        Op.SUM: [("", "0", acc_t)],
+        Op.MAX: [("", 'float("-inf")', "tl.float32")],
+        Op.MIN: [("", 'float("inf")', "tl.float32")],
+        Op.ARGMAX: [("_v", 'float("-inf")', "tl.float32"), ("_i", "0", ridx)],
+        Op.ARGMIN: [("_v", 'float("inf")', "tl.float32"), ("_i", "0", ridx)],
+        Op.WELFORD: [
+            ("_mean", "0", "tl.float32"),
+            ("_m2", "0", "tl.float32"),
+            ("_n", "0", "tl.float32"),
+            ("_sum", "0", "tl.float32"),
+        ],
+        Op.SOFTMAX_STATS: [("_m", 'float("-inf")', "tl.float32"), ("_s", "0", "tl.float32")],
+    }[op]
+    return [f"acc{i}{suffix} = tl.full({shape}, {value}, {t})" for suffix, value, t in init]
+
+
+def acc_update(g: KernelGraph, i: int, v: str) -> list[str]:
+    """Looped: fold one chunk (value `v`) into reduction i's accumulators."""
+    n = g.nodes[i]
+    a = f"acc{i}"
+    zero = "0.0" if g.nodes[n.args[0]].dtype.is_float else "0"
+    lines = [f"# ir %{i}: {n.op.name.lower()} %{n.args[0]}"]
+    if n.op == Op.SUM:
+        return lines + [f"{a} = {a} + tl.where(mask, {v}, {zero})" + ("" if zero == "0.0" else ".to(tl.int64)")]
+    if n.op in (Op.MAX, Op.MIN):
+        ident, fn = ('float("-inf")', "_maximum") if n.op == Op.MAX else ('float("inf")', "_minimum")
+        return lines + [f"{a} = {fn}({a}, tl.where(mask, {v}, {ident}))"]
+    if n.op in (Op.ARGMAX, Op.ARGMIN):
+        ident, fn = ('float("-inf")', "_argmax") if n.op == Op.ARGMAX else ('float("inf")', "_argmin")
+        idx = "tl.broadcast_to(rindex, [XBLOCK, RBLOCK])"
+        return lines + [f"{a}_v, {a}_i = {fn}({a}_v, {a}_i, tl.where(mask, {v}, {ident}), {idx})"]
+    if n.op == Op.WELFORD:
+        return lines + [
+            f"{a}_n_next = {a}_n + tl.where(mask, 1.0, 0.0)",
+            f"{a}_delta = {v} - {a}_mean",
+            f"{a}_mean = {a}_mean + tl.where(mask, {a}_delta / tl.maximum({a}_n_next, 1.0), 0.0)",
+            f"{a}_m2 = {a}_m2 + tl.where(mask, {a}_delta * ({v} - {a}_mean), 0.0)",
+            f"{a}_n = {a}_n_next",
+            f"{a}_sum = {a}_sum + tl.where(mask, {v}, 0.0)",
+        ]
+    assert n.op == Op.SOFTMAX_STATS
+    return lines + [  # online softmax: rescale the running sum whenever the running max grows
+        f'{a}_x = tl.where(mask, {v}, float("-inf"))',
+        f"{a}_m_next = _maximum({a}_m, {a}_x)",
+        f'{a}_shift = tl.where({a}_m_next == float("-inf"), 0.0, {a}_m_next)',
+        f"{a}_s = {a}_s * tl.exp({a}_m - {a}_shift) + tl.exp({a}_x - {a}_shift)",
+        f"{a}_m = {a}_m_next",
+    ]
+
+
+def acc_finish(g: KernelGraph, i: int) -> list[str]:
+    """Looped: reduction i's result from its accumulators, after the loop."""
+    n = g.nodes[i]
+    a, t = f"acc{i}", f"tmp{i}"
+    if n.op == Op.SUM:
+        return [f"{t} = {round16(n, f'tl.sum({a}, 1)[:, None]')}"]
+    if n.op in (Op.MAX, Op.MIN):
+        return [f"{t} = tl.reduce({a}, 1, {'_maximum' if n.op == Op.MAX else '_minimum'})[:, None]"]
+    if n.op in (Op.ARGMAX, Op.ARGMIN):
+        fn = "_argmax" if n.op == Op.ARGMAX else "_argmin"
+        return [f"_, {t} = tl.reduce(({a}_v, {a}_i), 1, {fn})", f"{t} = {t}[:, None]"]
+    if n.op == Op.WELFORD:
+        # the sum gives the more accurate mean; a row without spread keeps Welford's mean, which is then exact
+        return [
+            f"{t}_mean, {t}_1, _ = tl.reduce(({a}_mean, {a}_m2, {a}_n), 1, _welford)",
+            f"{t}_mean = {t}_mean[:, None]",
+            f"{t}_1 = {t}_1[:, None]",
+            f"{t}_0 = tl.where({t}_1 == 0.0, {t}_mean, tl.sum({a}_sum, 1)[:, None] / rnumel)",
+        ]
+    return [
+        f"{t}_max = tl.reduce({a}_m, 1, _maximum)[:, None]",
+        f'{t}_0 = tl.where({t}_max == float("-inf"), 0.0, {t}_max)',
+        f"{t}_1 = tl.sum({a}_s * tl.exp({a}_m - {t}_0), 1)[:, None]",
+    ]

@@ -1,0 +1,168 @@
+"""Split-row kernels: programs holding slices of one row finish it from each other's partial results.
+
+Triton's interpreter runs programs one after another, so a barrier between them would wait forever: there the
+kernel runs as two launches (store the partials; combine and finish), which exercises the slicing, the workspace
+layout, the combines and the loop over rows. The barrier itself runs on the GPU (benchmarks/split_row_check.py);
+here it is run only to show that a bounded wait fails with a clear error instead of hanging.
+"""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+import rblock
+from rblock.codegen.kernel import KernelSpec
+from rblock.compiler import make_program, recording
+from rblock.errors import InvalidArgument, SyncTimeout
+from rblock.ops.registry import OPS, max_rel_error
+from rblock.runtime.launch import co_resident_groups
+
+OPS_SPLIT = [
+    "rms_norm",
+    "softmax",
+    "log_softmax",
+    "layer_norm",
+    "fused_add_rms_norm",
+    "var",
+    "sum",
+    "logsumexp",
+    "amax",
+]
+TOL = {torch.float32: 1e-5, torch.bfloat16: 2e-2}
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16], ids=["fp32", "bf16"])
+@pytest.mark.parametrize("op", OPS_SPLIT)
+def test_split_row_matches_pytorch(op: str, dtype: torch.dtype):
+    """2500 = 4 slices of 512 + one of 452; 30 rows over 26 row groups (132 SMs / 5): some groups take two rows."""
+    torch.manual_seed(len(op))
+    spec = OPS[op]
+    inputs = spec.make_inputs(30, 2500, dtype, "cpu")
+    inputs[0] = inputs[0] + 3.0  # a mean far from zero exercises the mean/M2 combine
+    cfg = rblock.Config("split_row", 1, 512, 4, split=5)
+    with rblock.settings(config=cfg), recording() as log:
+        out = spec.run(inputs, -1)
+    assert log[0].config == cfg
+    assert max_rel_error(out, spec.reference(inputs, -1)) < TOL[dtype]
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16], ids=["fp32", "bf16"])
+def test_split_row_cross_entropy_per_row(dtype: torch.dtype):
+    """The row kernel of cross_entropy (its mean is a second, small kernel that takes no split_row config)."""
+    torch.manual_seed(3)
+    logits = (torch.randn(30, 2500) * 3).to(dtype)
+    target = torch.randint(0, 2500, (30,))
+    target[4] = -100
+    with rblock.settings(config=rblock.Config("split_row", 1, 512, 4, split=5)):
+        out = rblock.ops.cross_entropy(logits, target, reduction="none")
+    ref = torch.nn.functional.cross_entropy(logits.double(), target, reduction="none")
+    assert max_rel_error(out, ref) < TOL[dtype]
+
+
+def test_one_row_spread_over_many_programs():
+    torch.manual_seed(0)
+    x = torch.randn(1, 8192) * 4
+    with rblock.settings(config=rblock.Config("split_row", 1, 256, 2, split=32)):
+        out = rblock.ops.softmax(x, -1)
+    torch.testing.assert_close(out.double(), torch.softmax(x.double(), -1), rtol=1e-5, atol=1e-7)
+
+
+def test_slices_without_finite_values_and_nan_rows():
+    """A slice of -inf contributes nothing to a softmax; a NaN anywhere in a row makes it NaN, like PyTorch."""
+    x = torch.randn(4, 2048)
+    x[0, :1024] = float("-inf")  # the first two of four slices
+    x[1, 5] = float("nan")
+    x[2, :] = float("-inf")
+    with rblock.settings(config=rblock.Config("split_row", 1, 512, 4, split=4)):
+        out = rblock.ops.softmax(x, -1)
+    ref = torch.softmax(x.double(), -1)
+    torch.testing.assert_close(out.double(), ref, rtol=1e-5, atol=1e-7, equal_nan=True)
+
+
+def test_planner_offers_split_rows_for_long_rows_only():
+    x = torch.randn(4, 65536, dtype=torch.bfloat16)
+    with recording(launch=False) as log:
+        rblock.ops.rms_norm(x, 65536, torch.randn(65536, dtype=torch.bfloat16))
+    split_rows = [c for c in log[0].plan.candidates if c.config.kind == "split_row"]
+    assert {(c.config.RBLOCK, c.config.split) for c in split_rows} == {(32768, 2), (16384, 4), (8192, 8)}
+    assert all("read once" in c.reason for c in split_rows)
+    with recording(launch=False) as log:
+        rblock.ops.rms_norm(x[:, :4096], 4096, torch.randn(4096, dtype=torch.bfloat16))
+    assert not any(c.config.kind == "split_row" for c in log[0].plan.candidates)
+    with rblock.settings(strategy="looped"), recording(launch=False) as log:
+        rblock.ops.rms_norm(x, 65536, torch.randn(65536, dtype=torch.bfloat16))
+    assert not any(c.config.kind == "split_row" for c in log[0].plan.candidates)
+
+
+def test_argmax_rows_are_not_split():
+    """An index reduction has no combine of slice results here: no split_row candidate, and a clear error."""
+    f = rblock.compile(lambda x: x.argmax(-1), name="argmax")
+    x = torch.randn(2, 40000)
+    with recording(launch=False) as log:
+        f(x)
+    assert not any(c.config.kind == "split_row" for c in log[0].plan.candidates)
+    with rblock.settings(config=rblock.Config("split_row", 1, 32768, 4, split=2)), pytest.raises(InvalidArgument):
+        f(x)
+
+
+@pytest.mark.parametrize(
+    ("rblock_", "split"), [(512, 4), (512, 6), (256, 5)], ids=["too-few", "empty-slice", "too-small"]
+)
+def test_slices_must_cover_the_row_exactly(rblock_: int, split: int):
+    x = torch.randn(2, 2500)
+    with rblock.settings(config=rblock.Config("split_row", 1, rblock_, 4, split=split)):
+        with pytest.raises(InvalidArgument, match="split_row|splits"):
+            rblock.ops.softmax(x, -1)
+
+
+@pytest.mark.parametrize(
+    "kwargs",
+    [dict(split=1), dict(split=3, XBLOCK=2), dict(split=3, tiles=3), dict(split=3, recompute=True)],
+    ids=["one-part", "xblock", "tiles", "recompute"],
+)
+def test_config_rejects_what_split_rows_cannot_do(kwargs):
+    base = dict(kind="split_row", XBLOCK=1, RBLOCK=512, num_warps=4)
+    with pytest.raises(ValueError, match="split_row"):
+        rblock.Config(**{**base, **kwargs})
+
+
+def test_split_row_may_have_any_number_of_slices_but_a_two_kernel_split_may_not():
+    assert rblock.Config("split_row", 1, 512, 4, split=5).split == 5
+    with pytest.raises(ValueError, match="power of two"):
+        rblock.Config("looped", 1, 512, 4, split=5)
+
+
+def test_a_bounded_wait_fails_clearly_instead_of_hanging(monkeypatch):
+    """The GPU form under the interpreter: the first program of a row waits for the others, which run only after
+    it. With RBLOCK_DEBUG_SYNC it gives up, and the call raises."""
+    monkeypatch.setenv("RBLOCK_DEBUG_SYNC", "3")
+    x = torch.randn(2, 1024)
+    f = rblock.compile(lambda x: torch.softmax(x, -1), name="softmax_wait")
+    with rblock.settings(config=rblock.Config("split_row", 1, 512, 4, split=2)):
+        compiled = f.compiled_for(x)
+    program = make_program(compiled.graph, compiled.config, interpret=False)
+    assert "_row_barrier(sync_ptr, group, part == 0, 2147483647, 3)" in program.stages[0].spec.source
+    with pytest.raises(SyncTimeout, match="2 programs of a row did not all arrive within 3 polls"):
+        program.run([x], [torch.empty_like(x)])
+
+
+def test_debug_sync_must_be_a_count(monkeypatch):
+    monkeypatch.setenv("RBLOCK_DEBUG_SYNC", "soon")
+    x = torch.randn(2, 1024)
+    f = rblock.compile(lambda x: torch.softmax(x, -1), name="softmax_bad_env")
+    with rblock.settings(config=rblock.Config("split_row", 1, 512, 4, split=2)):
+        with pytest.raises(ValueError, match="RBLOCK_DEBUG_SYNC"):
+            f(x)
+
+
+def _spec(warps: int, parts: int) -> KernelSpec:
+    return KernelSpec("k", "", (), 1, 1024, warps, 1, parts, True)
+
+
+def test_co_resident_groups_follow_registers_threads_and_shared_memory():
+    # 132 SMs, 64K registers, 2048 threads, 228 KB shared memory per SM (the interpreter's H100-class numbers)
+    assert co_resident_groups(_spec(32, 4), n_regs=64, shared=0) == 33  # one 1024-thread program per SM
+    assert co_resident_groups(_spec(32, 4), n_regs=65, shared=0) == 0  # 72 registers x 1024 threads do not fit
+    assert co_resident_groups(_spec(8, 4), n_regs=32, shared=0) == 132 * 8 // 4  # threads allow 8 per SM
+    assert co_resident_groups(_spec(8, 4), n_regs=32, shared=100_000) == 132 * 2 // 4  # shared memory allows 2
