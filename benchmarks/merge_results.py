@@ -3,7 +3,8 @@ a Markdown summary of rblock against the best other provider.
 
     python benchmarks/merge_results.py OUT_NAME PART.json[:provider,provider...] [...]
 
-A part may be limited to some providers (`old.json:eager,compile`): the rows of the others are left out.
+A part may be limited to some providers (`old.json:eager,compile`): the rows of the others are left out. Where two
+parts measured the same point (op, shape, dtype, provider), the later part's row is kept.
 """
 
 from __future__ import annotations
@@ -34,7 +35,11 @@ def merge(out_dir: Path, name: str, parts: list[str]) -> dict:
             run_ops = [op for op in run.get("ops", ops) if op in ops]
             meta["runs"].append({"copy_GBps": run["copy_GBps"], "read_GBps": run["read_GBps"], "ops": run_ops,
                                  "providers": providers})  # fmt: skip
-    rows = [r for d in datas for r in d["rows"]]
+    latest: dict[tuple, dict] = {}  # a later part's measurement of a point replaces an earlier part's
+    for d in datas:
+        for r in d["rows"]:
+            latest[(r["op"], r["M"], r["N"], r["dtype"], r["provider"], bool(r.get("small_batch")))] = r
+    rows = list(latest.values())
     # one run could not hold every op: each run's own ceilings are kept under "runs"
     merged = {**report.to_json(meta, rows), "runs": meta["runs"]}
     (out_dir / f"{name}.json").write_text(json.dumps(merged, indent=1) + "\n")

@@ -101,8 +101,10 @@ class Heuristics:
     """Rows longer than this also get split_row candidates: the row spread over co-resident programs that exchange
     partial results, read once. Below it one program holds a row (persistent_rblock). Not yet calibrated."""
 
-    split_row_min_slice: int = 8192
-    """Smallest slice one split_row program holds (more programs per row: more barrier rounds)."""
+    split_row_min_slice: int = 32768
+    """Smallest slice one split_row program holds. Calibrated on the H200 (benchmarks/results/trials_run5.json):
+    slices of 16384 and 8192 (more programs per row, more barrier rounds) never won, e.g. rms_norm (512, 131072)
+    140 and 122 us against 114 us with 32768, and layer_norm's took 5-18 s in ptxas."""
 
     split_row_max_slice: int = 32768
     """Largest slice one split_row program holds (the register bound of persistent_rblock)."""
