@@ -94,19 +94,17 @@ def _single_pass(
     if f.narrow_loads and (f.saved_bytes_ratio > 1 or f.online_reductions):
         for warps in counts:
             cfg = Config(kind, xblock, rblock, warps, no_rblock_scaling=kind == "persistent_rblock", recompute=True)
-            held = "16-bit inputs held as loaded, recomputed after reductions"
-            out.append(Candidate(cfg, f"{why}; {warps} warps; {held}"))
-    tiles = exact_tiles(f.rnumel, h)
-    if tiles:  # the same at the first warp count, as exact tiles instead of one padded tile
-        k, chunk = tiles
-        out += [
-            Candidate(
-                replace(c.config, RBLOCK=chunk, tiles=k),
-                f"{c.reason}; {k} tiles of {chunk} instead of one padded to {rblock}",
+            out.append(
+                Candidate(cfg, f"{why}; {warps} warps; 16-bit inputs held as loaded, recomputed after reductions")
             )
-            for c in out
-            if c.config.num_warps == counts[0]
-        ]
+    tiles = exact_tiles(f.rnumel, h)
+    if tiles:  # the same as exact tiles instead of one padded tile, with warps sized to one tile
+        k, chunk = tiles
+        warps = min(max(chunk // (h.exact_tile_elems_per_thread * 32), h.min_warps), h.max_warps)
+        for c in [c for c in out if c.config.num_warps == counts[0]]:
+            held = "; 16-bit inputs held as loaded, recomputed after reductions" if c.config.recompute else ""
+            why_tiles = f"{why}; {k} tiles of {chunk} instead of one padded to {rblock}; {warps} warps{held}"
+            out.append(Candidate(replace(c.config, RBLOCK=chunk, tiles=k, num_warps=warps), why_tiles))
     return out
 
 

@@ -65,6 +65,11 @@ class Heuristics:
     single-pass candidates made of k exact tiles of 2^j (5120 = 5 * 1024, 24576 = 3 * 8192): no idle lanes, fewer
     registers. Not yet calibrated: the tuner measures them."""
 
+    exact_tile_elems_per_thread: int = 8
+    """Exact tiles get warps for this many elements per thread and tile (16-byte loads of bf16). Measured on the
+    H200 with the padded row's warp count instead (benchmarks/results/trials_run3.json): 2 elements per thread and
+    tile at 5120 lost to the padded tile (softmax 82.9 against 71.8 us). This rule is not yet measured."""
+
     elems_per_warp: int = 256
     """Looped tiles: num_warps ~ tile elements / this, clamped to [min_warps, max_warps] (Inductor: RBLOCK/128
     for INNER with 2-byte types; 256 keeps 8 fp32 values per thread per chunk)."""
