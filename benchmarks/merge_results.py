@@ -64,7 +64,7 @@ def summary(data: dict) -> str:
         best = max(others, key=lambda r: r["GBps"], default=None)
         looped = provs.get("rblock_looped_only", {}).get("GBps")
         lines.append(
-            f"| {op} | {n} | {ours['GBps']:.0f} | {ours['pct_of_copy']:.1f} | {looped:.0f} | "
+            f"| {op} | {n} | {ours['GBps']:.0f} | {ours['pct_of_copy']:.1f} | {f'{looped:.0f}' if looped else '-'} | "
             + (f"{best['provider']} ({best['GBps']:.0f}) | {ours['GBps'] / best['GBps']:.2f}x |" if best else "- | - |")
         )
     return "\n".join(lines)

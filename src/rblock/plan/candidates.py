@@ -140,8 +140,16 @@ def _looped(f: Features, h: Heuristics, register_intensive: bool) -> list[Candid
     tiny = Candidate(
         Config("looped", tiny_x, tiny_r, warps_for(h, tiny_x * tiny_r)), f"tiny: {tiny_x} rows per program"
     )
+    long_rows = [  # rows no program holds: chunks as long as torch.compile's max-autotune tries
+        Candidate(
+            Config("looped", 1, r, warps_for(h, r)),
+            f"contiguous, long chunks of {r} for a row of {f.rnumel}: fewer loop trips, as max-autotune tries",
+        )
+        for r in (4096, 8192)
+        if f.rnumel > h.seed_max_rnumel and r <= h.long_row_max_r0_block and not register_intensive
+    ]
     by_hint = {
-        Hint.INNER: [contiguous, wider],
+        Hint.INNER: [contiguous, wider, *long_rows],
         Hint.OUTER: [outer, Candidate(Config("looped", 32, min(16, rp2), 4), "outer, 32 rows by 16")],
         Hint.OUTER_TINY: [tiny],
         Hint.DEFAULT: [contiguous, outer, tiny],

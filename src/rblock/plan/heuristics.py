@@ -19,6 +19,11 @@ class Heuristics:
     max_r0_block: int = 2048
     """Largest RBLOCK of a looped kernel (Inductor: TRITON_MAX_RSPLIT / MAX_R0_BLOCK)."""
 
+    long_row_max_r0_block: int = 8192
+    """Rows longer than seed_max_rnumel also get looped chunks of 4096 and 8192 (up to this). On the H200,
+    torch.compile max-autotune reached 77% of copy at rms_norm (1024, 65536) against 60% for rblock's chunks of 2048
+    (benchmarks/results/h200.json); these candidates are not yet measured."""
+
     max_r0_block_register_intensive: int = 1024
     """MAX_R0_BLOCK when the kernel is register intensive (Inductor: halved for many loads+reductions)."""
 
