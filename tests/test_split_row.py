@@ -32,15 +32,25 @@ OPS_SPLIT = [
 TOL = {torch.float32: 1e-5, torch.bfloat16: 2e-2}
 
 
-@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16], ids=["fp32", "bf16"])
+FORMS = [  # (dtype, form): recompute only matters for 16-bit inputs
+    (torch.float32, ""),
+    (torch.bfloat16, ""),
+    (torch.float32, "prefetch"),
+    (torch.bfloat16, "recompute"),
+    (torch.bfloat16, "prefetch+recompute"),
+]
+
+
+@pytest.mark.parametrize(("dtype", "form"), FORMS, ids=[f"{str(d)[6:]}-{f or 'plain'}" for d, f in FORMS])
 @pytest.mark.parametrize("op", OPS_SPLIT)
-def test_split_row_matches_pytorch(op: str, dtype: torch.dtype):
-    """2500 = 4 slices of 512 + one of 452; 30 rows over 26 row groups (132 SMs / 5): some groups take two rows."""
+def test_split_row_matches_pytorch(op: str, dtype: torch.dtype, form: str):
+    """2500 = 4 slices of 512 + one of 452; 30 rows over 26 row groups (132 SMs / 5): some groups take two rows, and
+    with prefetch some load a row past the last (masked)."""
     torch.manual_seed(len(op))
     spec = OPS[op]
     inputs = spec.make_inputs(30, 2500, dtype, "cpu")
     inputs[0] = inputs[0] + 3.0  # a mean far from zero exercises the mean/M2 combine
-    cfg = rblock.Config("split_row", 1, 512, 4, split=5)
+    cfg = rblock.Config("split_row", 1, 512, 4, split=5, prefetch="prefetch" in form, recompute="recompute" in form)
     with rblock.settings(config=cfg), recording() as log:
         out = spec.run(inputs, -1)
     assert log[0].config == cfg
@@ -85,7 +95,10 @@ def test_planner_offers_split_rows_for_long_rows_only():
     with recording(launch=False) as log:
         rblock.ops.rms_norm(x, 65536, torch.randn(65536, dtype=torch.bfloat16))
     split_rows = [c for c in log[0].plan.candidates if c.config.kind == "split_row"]
-    assert {(c.config.RBLOCK, c.config.split) for c in split_rows} == {(32768, 2)}
+    assert {(c.config.RBLOCK, c.config.split, c.config.prefetch, c.config.recompute) for c in split_rows} == {
+        (32768, 2, False, False),
+        (32768, 2, True, True),  # bf16: both rows held as loaded
+    }
     assert all("read once" in c.reason for c in split_rows)
     with recording(launch=False) as log:
         rblock.ops.rms_norm(x[:, :4096], 4096, torch.randn(4096, dtype=torch.bfloat16))
@@ -118,8 +131,8 @@ def test_slices_must_cover_the_row_exactly(rblock_: int, split: int):
 
 @pytest.mark.parametrize(
     "kwargs",
-    [dict(split=1), dict(split=3, XBLOCK=2), dict(split=3, tiles=3), dict(split=3, recompute=True)],
-    ids=["one-part", "xblock", "tiles", "recompute"],
+    [dict(split=1), dict(split=3, XBLOCK=2), dict(split=3, tiles=3)],
+    ids=["one-part", "xblock", "tiles"],
 )
 def test_config_rejects_what_split_rows_cannot_do(kwargs):
     base = dict(kind="split_row", XBLOCK=1, RBLOCK=512, num_warps=4)
@@ -166,3 +179,23 @@ def test_co_resident_groups_follow_registers_threads_and_shared_memory():
     assert co_resident_groups(_spec(32, 4), n_regs=65, shared=0) == 0  # 72 registers x 1024 threads do not fit
     assert co_resident_groups(_spec(8, 4), n_regs=32, shared=0) == 132 * 8 // 4  # threads allow 8 per SM
     assert co_resident_groups(_spec(8, 4), n_regs=32, shared=100_000) == 132 * 2 // 4  # shared memory allows 2
+
+
+def test_prefetch_only_for_split_rows():
+    with pytest.raises(ValueError, match="prefetch"):
+        rblock.Config("looped", 1, 512, 4, prefetch=True)
+
+
+def test_prefetch_loads_the_next_row_before_the_barrier():
+    x = torch.randn(4, 1024)
+    w = torch.randn(1024)
+    f = rblock.compile(lambda x, w: x * torch.rsqrt((x * x).mean(-1, keepdim=True) + 1e-6) * w, name="rms_ahead")
+    with rblock.settings(config=rblock.Config("split_row", 1, 512, 4, split=2, prefetch=True)):
+        compiled = f.compiled_for(x, w)
+    src = make_program(compiled.graph, compiled.config, interpret=False).stages[0].spec.source
+    body = src[src.index("for xoffset") :]
+    next_load = body.index("tmp0_next = tl.load(in_ptr0 + (xn0 * 1024 + r0), mask_next")
+    assert body.index("tl.store(ws_ptr0") < next_load < body.index("_row_barrier(")
+    assert "tmp0_next = tl.load(in_ptr0 + (x0 * 1024 + r0), mask" in src[: src.index("for xoffset")]
+    ahead = [line for line in src.splitlines() if "_next = tl.load" in line]
+    assert ahead and not any("in_ptr1" in line for line in ahead)  # the weight, shared by all rows, is not ahead

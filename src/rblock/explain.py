@@ -25,6 +25,7 @@ def report(c: Compiled) -> dict:
                 "split": cand.config.split,
                 "recompute": cand.config.recompute,
                 "tiles": cand.config.tiles,
+                "prefetch": cand.config.prefetch,
                 "live_fp32_per_thread": (
                     c.features.live_fp32_per_thread(
                         cand.config.XBLOCK,

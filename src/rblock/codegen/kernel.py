@@ -216,6 +216,24 @@ class _Body:
             "mask = xmask & rmask",
             "owner = xmask & (part == 0)  # the program that stores per-row outputs",
         ]
+        ahead = [i for i, n in enumerate(g.nodes) if self._prefetched(n)]
+        if ahead:  # the group's first row is loaded before the loop, each next row while waiting at the barrier
+            head[-1:-1] = [
+                "xindex = group * XBLOCK + tl.arange(0, XBLOCK)[:, None]",
+                *_dim_vars("x", "xindex", g.x_sizes),
+                "mask = (xindex < xnumel) & rmask",
+                *[f"tmp{i}_next = {self._load(i, g.nodes[i].attr, g.nodes[i].dtype, widen=False)}" for i in ahead],
+            ]
+            for i in ahead:
+                n = g.nodes[i]
+                self.out.append(f"# ir %{i}: load {n.attr}, loaded one round ahead")
+                if self._holds_raw(n):  # widened where used
+                    self.out.append(f"tmp{i}_raw = tmp{i}_next")
+                    self.raw[(i, 0)] = f"tmp{i}_raw"
+                    continue
+                wide = ".to(tl.float32)" if n.dtype in (DType.BF16, DType.F16) else ""
+                self.out.append(f"tmp{i} = tmp{i}_next{wide}")
+                self.outer[(i, 0)] = f"tmp{i}"
         for i in _early_row_loads(g):
             self.emit(i)
         reductions = sorted(reduction_levels(g))
@@ -227,8 +245,19 @@ class _Body:
                 self.out += split_row_partial(g, r, self.emit(n.args[0]))
             for k, (r, j, _) in enumerate(slots):
                 self.out.append(f"tl.store(ws_ptr{k} + (xindex * parts + part), tmp{r}_p{j}, xmask)")
+        if ahead:
+            self.out += [
+                "xnext = xindex + groups * XBLOCK",
+                *_dim_vars("xn", "xnext", g.x_sizes),
+                "mask_next = (xnext < xnumel) & rmask",
+            ]
+            for i in ahead:
+                n = g.nodes[i]
+                load = self._load(i, n.attr, n.dtype, widen=False, x="xn", row_mask="mask_next")
+                self.out.append(f"tmp{i}_next = {load}")
         if self.phase == "partials":
             return head + [f"    {line}" for line in self.out]
+        self._next_epoch()  # recompute: full-size values are widened again after the barrier, not held across it
         if self.phase == "all":
             lead = 2**31 - (parts - 1)
             self.out.append(f"_row_barrier(sync_ptr, group, part == 0, {lead}, {self.max_spins})")
@@ -239,6 +268,10 @@ class _Body:
             if n.op == Op.STORE:
                 self.emit(i)
         return head + [f"    {line}" for line in self.out]
+
+    def _prefetched(self, n) -> bool:
+        """split_row with prefetch: the row's own full-size loads (not those shared by all rows)."""
+        return self.cfg.prefetch and n.op == Op.LOAD and n.rank == Rank.FULL and any(n.attr.x_strides)
 
     def _sfx(self) -> str:
         """Suffix of the current tile's names (none for one tile)."""
@@ -378,8 +411,8 @@ class _Body:
         lines, self.out = self.out, saved
         return names, lines
 
-    def _index(self, acc: Access, with_r: bool = True) -> tuple[str, bool, bool]:
-        terms = [f"x{k}" if s == 1 else f"x{k} * {s}" for k, s in enumerate(acc.x_strides) if s]
+    def _index(self, acc: Access, with_r: bool = True, x: str = "x") -> tuple[str, bool, bool]:
+        terms = [f"{x}{k}" if s == 1 else f"{x}{k} * {s}" for k, s in enumerate(acc.x_strides) if s]
         has_x = bool(terms)
         t = self._sfx()
         r_terms = [f"r{k}{t}" if s == 1 else f"r{k}{t} * {s}" for k, s in enumerate(acc.r_strides) if s]
@@ -392,10 +425,11 @@ class _Body:
         b = self.g.buffers[buffer]
         return f"{'out' if b.is_output else 'in'}_ptr{_ordinal(self.g, buffer)}"
 
-    def _load(self, i: int, acc: Access, dt: DType, widen: bool = True) -> str:
-        idx, has_x, has_r = self._index(acc)
+    def _load(self, i: int, acc: Access, dt: DType, widen: bool = True, x: str = "x", row_mask: str = "mask") -> str:
+        """`x`, `row_mask`: the names of the row's x dims and full mask (another row's, for a prefetch)."""
+        idx, has_x, has_r = self._index(acc, x=x)
         t = self._sfx()
-        mask = f"mask{t}" if has_x and has_r else f"rmask{t}" if has_r else "xmask" if has_x else None
+        mask = f"{row_mask}{t}" if has_x and has_r else f"rmask{t}" if has_r else "xmask" if has_x else None
         policy = self._eviction(i, has_x)
         args = [f"{self._ptr(acc.buffer)} + ({idx})"]
         if mask:

@@ -191,6 +191,10 @@ def _split_row(f: Features, h: Heuristics, sm_count: int) -> list[Candidate]:
                 f"exchange partial results and finish their slice; the row is read once; {warps} warps"
             )
             out.append(Candidate(Config("split_row", 1, rblock, warps, split=parts), why))
+            held = "; 16-bit inputs held as loaded, recomputed after the exchange" if f.narrow_loads else ""
+            ahead = f"{why}; the next row's slice is loaded while waiting for this row's partial results{held}"
+            cfg = Config("split_row", 1, rblock, warps, split=parts, prefetch=True, recompute=f.narrow_loads)
+            out.append(Candidate(cfg, ahead))
         rblock //= 2
     return out
 

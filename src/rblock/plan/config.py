@@ -21,6 +21,7 @@ class Config:
     split: int = 1  # > 1: slices per row reduced in parallel; looped: by a first kernel, combined by a second
     recompute: bool = False  # single-pass: hold 16-bit inputs as loaded, recompute full-size values after reductions
     tiles: int = 1  # single-pass: the row as this many tiles of RBLOCK (a row of 5 * 1024 needs no padding to 8192)
+    prefetch: bool = False  # split_row: load the next row's slice before waiting for this row's partial results
 
     def __post_init__(self) -> None:
         # a split row may have any number of slices (the last one partly masked); a two-kernel split divides rows
@@ -37,8 +38,10 @@ class Config:
                 f"rblock.Config: split_row needs split >= 2 programs per row and XBLOCK 1, got split={self.split!r}, "
                 f"XBLOCK={self.XBLOCK!r}"
             )
-        if self.kind == "split_row" and (self.tiles > 1 or self.recompute):
-            raise ValueError("rblock.Config: split_row takes neither tiles nor recompute")
+        if self.kind == "split_row" and self.tiles > 1:
+            raise ValueError("rblock.Config: split_row takes no tiles")
+        if self.prefetch and self.kind != "split_row":
+            raise ValueError("rblock.Config: prefetch applies to split_row alone")
         if not isinstance(self.tiles, int) or self.tiles < 1:
             raise ValueError(f"rblock.Config: tiles must be a positive int, got {self.tiles!r}")
         if self.tiles > 1 and not self.single_pass:
@@ -65,6 +68,7 @@ class Config:
         flags += f", split={self.split}" if self.split > 1 else ""
         flags += ", recompute" if self.recompute else ""
         flags += f", tiles={self.tiles}" if self.tiles > 1 else ""
+        flags += ", prefetch" if self.prefetch else ""
         return (
             f"{self.kind}(XBLOCK={self.XBLOCK}, RBLOCK={self.RBLOCK}, "
             f"num_warps={self.num_warps}, num_stages={self.num_stages}{flags})"
