@@ -1,5 +1,5 @@
 """Verify split-row kernels on a GPU: every split_row candidate of each (op, N) against the fp64 reference, twice in
-a row (the row groups' counters carry over between launches), replayed from a CUDA graph, and once with a bounded
+a row (the row groups' counters carry over between launches), replayed from a CUDA graph (also on a second stream beside eager calls), and once with a bounded
 wait (RBLOCK_DEBUG_SYNC), which must not trip when the launch is co-resident. Prints each check and its kernel time;
 writes OUT_DIR/split_row_check.json.
 
@@ -95,10 +95,18 @@ def _graph_replay_error(run, ref) -> float:
     with torch.cuda.graph(graph):
         out = run()
     worst = 0.0
+    side = torch.cuda.Stream()
     for _ in range(3):
         graph.replay()
         torch.cuda.synchronize()
         worst = max(worst, max_rel_error(out, ref))
+    for _ in range(3):  # replayed on another stream beside eager calls: each has counters of its own
+        side.wait_stream(torch.cuda.current_stream())
+        with torch.cuda.stream(side):
+            graph.replay()
+        eager = run()
+        torch.cuda.synchronize()
+        worst = max(worst, max_rel_error(out, ref), max_rel_error(eager, ref))
     return worst
 
 

@@ -682,6 +682,39 @@ def test_max_and_min_are_exact(name, dtype, strategy, make):
     torch.testing.assert_close(out, theirs(x, -1), rtol=0, atol=0)
 
 
+INT_CONFIGS = [
+    rblock.Config("persistent", 2, 2048, 4),
+    rblock.Config("looped", 1, 256, 4),
+    rblock.Config("looped", 1, 256, 4, split=4),  # two kernels, an uneven last slice
+    rblock.Config("split_row", 1, 512, 4, split=3),  # a padded lane among the partial results
+]
+
+
+@pytest.mark.parametrize("config", INT_CONFIGS, ids=str)
+@pytest.mark.parametrize("dtype", [torch.int64, torch.int32, torch.bool], ids=str)
+@pytest.mark.parametrize("fn", [torch.amax, torch.amin, torch.argmax, torch.argmin], ids=lambda f: f.__name__)
+def test_integer_max_and_min_are_exact(fn, dtype, config):
+    """Integers keep their type through a max or min: no float identity rounds them (int64 beyond 2**53, int32
+    beyond 2**24 differ in their last bits here)."""
+    torch.manual_seed(hash((fn.__name__, str(dtype), str(config))) % 2**31)
+    if dtype == torch.bool:
+        x = torch.rand(7, 1500) > 0.999
+    else:
+        info = torch.iinfo(dtype)
+        x = torch.randint(info.min, info.max, (7, 1500), dtype=dtype)
+        x[:, ::2] = x[:, :1] ^ torch.randint(0, 8, (7, 750), dtype=dtype)  # near-ties in the low bits
+    f = rblock.compile(lambda x: fn(x, -1), name=f"int_{fn.__name__}")
+    if fn in (torch.argmax, torch.argmin) and config.split > 1:  # an index of a slice is not the row's
+        with rblock.settings(config=config), pytest.raises(rblock.InvalidArgument, match="not possible"):
+            f(x)
+        return
+    with rblock.settings(config=config):
+        out = f(x)
+    # PyTorch has no argmax of bools; rblock's is that of the bools as integers
+    arg = fn in (torch.argmax, torch.argmin)
+    torch.testing.assert_close(out, fn(x.int() if arg and dtype == torch.bool else x, -1), rtol=0, atol=0)
+
+
 @pytest.mark.parametrize("n", [100, 3000])
 @pytest.mark.parametrize("name", ["softmax", "var", "rms_norm"])
 def test_default_strategy_matches_pytorch(name, n, make):

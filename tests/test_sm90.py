@@ -9,6 +9,7 @@ import textwrap
 
 import torch
 
+import rblock
 from rblock.compiler import make_program, recording
 from rblock.ops.registry import OPS
 
@@ -37,15 +38,22 @@ COMPILE = textwrap.dedent(
 
 def test_every_candidate_compiles_for_sm90(tmp_path):
     jobs = []
-    for op, (m, n) in [
-        ("rms_norm", (2048, 32768)), ("rms_norm", (64, 1000)), ("softmax", (2048, 32768)), ("layer_norm", (16, 5120)),
-        ("cross_entropy", (64, 50257)), ("fused_add_rms_norm", (64, 4096)), ("var", (64, 8192)), ("sum", (4096, 4096)),
-        ("logsumexp", (16, 3000)), ("amax", (8, 3000)), ("layer_norm", (512, 131072)),
-    ]:  # fmt: skip
-        dim = 0 if (op, m) == ("sum", 4096) else -1
-        inputs = OPS[op].make_inputs(m, n, torch.bfloat16, "cpu")
+    runs = [
+        (op, lambda op=op, m=m, n=n, dim=dim: OPS[op].run(OPS[op].make_inputs(m, n, torch.bfloat16, "cpu"), dim))
+        for op, (m, n), dim in [
+            ("rms_norm", (2048, 32768), -1), ("rms_norm", (64, 1000), -1), ("softmax", (2048, 32768), -1),
+            ("layer_norm", (16, 5120), -1), ("cross_entropy", (64, 50257), -1), ("fused_add_rms_norm", (64, 4096), -1),
+            ("var", (64, 8192), -1), ("sum", (4096, 4096), 0), ("logsumexp", (16, 3000), -1), ("amax", (8, 3000), -1),
+            ("layer_norm", (512, 131072), -1),
+        ]
+    ]  # fmt: skip
+    for fn, (m, n), dt in [(torch.amax, (8, 70000), torch.int64), (torch.argmin, (64, 3000), torch.int32)]:
+        op = f"{fn.__name__} {dt}"  # integer identities
+        f = rblock.compile(lambda x, fn=fn: fn(x, -1), name=fn.__name__)
+        runs.append((op, lambda f=f, m=m, n=n, dt=dt: f(torch.randint(-(2**31), 2**31 - 1, (m, n), dtype=dt))))
+    for op, run in runs:
         with recording(launch=False) as log:
-            OPS[op].run(inputs, dim)
+            run()
         for compiled in log:
             for cand in compiled.plan.candidates:
                 for spec in (st.spec for st in make_program(compiled.graph, cand.config, interpret=False).stages):
@@ -59,7 +67,7 @@ def test_every_candidate_compiles_for_sm90(tmp_path):
                             "XBLOCK": spec.XBLOCK,
                             "RBLOCK": spec.RBLOCK,
                             "num_warps": spec.num_warps,
-                            "config": f"{op} {m}x{n} {cand.config}",
+                            "config": f"{op} {compiled.graph.xnumel}x{compiled.graph.rnumel} {cand.config}",
                         }
                     )
     env = {k: v for k, v in __import__("os").environ.items() if k != "TRITON_INTERPRET"}

@@ -114,6 +114,14 @@ def test_uneven_slices_mask_the_short_last_one(name, fn, shape, chunks):
     torch.testing.assert_close(out.double(), fn(x.double()).double(), rtol=1e-5, atol=1e-4)
 
 
+def test_uneven_slices_are_never_empty():
+    # 5 in 4 slices of 2 would leave the last one empty; 8 in 4 does not
+    assert split_chunks(5, 4, uneven=True) == 2 and split_chunks(7, 4, uneven=True) == 4
+    with rblock.settings(config=rblock.Config("looped", 1, 128, 4, split=4)):
+        with pytest.raises(rblock.InvalidArgument, match="none of them empty"):
+            rblock.compile(lambda x: x.amax(-1), name="amax_empty_slice")(torch.randn(3, 5))
+
+
 def test_welford_is_split_only_into_equal_slices():
     assert split_chunks(22369, 64, uneven=True) == 64 and split_chunks(22369, 64) == 1
     with rblock.settings(config=rblock.Config("looped", 1, 128, 4, split=4)):

@@ -12,11 +12,11 @@ import pytest
 import torch
 
 import rblock
-from rblock.codegen.kernel import KernelSpec
+from rblock.codegen.kernel import KernelSpec, generate
 from rblock.compiler import make_program, recording
 from rblock.errors import InvalidArgument, SyncTimeout
 from rblock.ops.registry import OPS, max_rel_error
-from rblock.runtime.launch import co_resident_groups
+from rblock.runtime.launch import Program, Stage, co_resident_groups
 
 OPS_SPLIT = [
     "rms_norm",
@@ -154,8 +154,12 @@ def test_a_bounded_wait_fails_clearly_instead_of_hanging(monkeypatch):
     f = rblock.compile(lambda x: torch.softmax(x, -1), name="softmax_wait")
     with rblock.settings(config=rblock.Config("split_row", 1, 512, 4, split=2)):
         compiled = f.compiled_for(x)
-    program = make_program(compiled.graph, compiled.config, interpret=False)
-    assert "_row_barrier(sync_ptr, group, part == 0, 2147483647, 3)" in program.stages[0].spec.source
+    gpu = make_program(compiled.graph, compiled.config, interpret=False)
+    stage = gpu.stages[0]
+    assert "_row_barrier(sync_ptr, group, part == 0, 2147483647, 3)" in stage.spec.source
+    # the same one-launch form with the interpreter's row loop
+    spec = generate(compiled.graph, compiled.config, interpret=True, phase="all", max_spins=3)
+    program = Program((Stage(spec, stage.args, stage.xnumel),), gpu.workspace)
     with pytest.raises(SyncTimeout, match="2 programs of a row did not all arrive within 3 polls"):
         program.run([x], [torch.empty_like(x)])
 

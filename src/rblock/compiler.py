@@ -24,7 +24,7 @@ from rblock.errors import CompileFailed, InvalidArgument
 from rblock.ir import KernelGraph
 from rblock.ir.passes import dead_code, reciprocal_row_divisors, simplify_dims
 from rblock.ir.query import can_split_row
-from rblock.ir.split import can_split, split, uneven_ok
+from rblock.ir.split import can_split, no_empty_slice, split, uneven_ok
 from rblock.ir.verify import verify
 from rblock.plan import DEFAULT, Config, Heuristics, Plan, plan
 from rblock.plan.candidates import next_pow2
@@ -107,10 +107,13 @@ def build(name: str, fn, args: tuple, kwargs: dict, s: settings_mod.Settings, h:
                     "holding part of the row)",
                 )
         elif cfg.split > 1 and not (
-            can_split(g) and (g.rnumel % cfg.split == 0 or uneven_ok(g)) and cfg.split <= g.rnumel
+            can_split(g) and (g.rnumel % cfg.split == 0 or uneven_ok(g)) and no_empty_slice(g.rnumel, cfg.split)
         ):
             raise InvalidArgument(
-                "settings", "config", f"splits {name}'s rows of {g.rnumel} in {cfg.split}: not possible"
+                "settings",
+                "config",
+                f"splits {name}'s rows of {g.rnumel} in {cfg.split}: not possible (slices of equal length, or "
+                "for sums, maxima and minima a shorter last one, none of them empty)",
             )
         if cfg.single_pass and cfg.RBLOCK * cfg.tiles < -(-g.rnumel // cfg.split):
             raise InvalidArgument(

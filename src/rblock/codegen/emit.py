@@ -15,6 +15,18 @@ TL_DTYPE = {
     DType.B1: "tl.int1",
 }
 
+
+def extreme(dt: DType, low: bool) -> str:
+    """The identity of a max (`low`: the lowest value of `dt`) or of a min (the highest). Integers keep their own
+    type: a float identity would turn them into floats and round large ones."""
+    if dt.is_float:
+        return 'float("-inf")' if low else 'float("inf")'
+    if dt == DType.B1:
+        return "0" if low else "1"
+    bits = 8 * dt.itemsize
+    return str(-(2 ** (bits - 1)) if low else 2 ** (bits - 1) - 1)
+
+
 # Combine functions for tl.reduce. max/min propagate NaN like torch; arg* keep the first index on ties and
 # treat NaN as the extreme value; welford merges (mean, m2, count) partials.
 HELPERS = """

@@ -19,12 +19,13 @@ import math
 from dataclasses import dataclass
 from typing import Literal
 
-from rblock.codegen.emit import HELPERS, ROW_BARRIER, TL_DTYPE, WIDEN, WIDEN_PLAIN, literal, pointwise, round16
+from rblock.codegen.emit import HELPERS, ROW_BARRIER, TL_DTYPE, WIDEN, WIDEN_PLAIN, literal, pointwise
 from rblock.codegen.reductions import (
     acc_finish,
     acc_init,
     acc_update,
     partial_slots,
+    single_pass,
     split_row_combine,
     split_row_partial,
 )
@@ -51,6 +52,7 @@ class KernelSpec:
     num_stages: int
     parts: int = 1  # programs per row (split_row): the grid is row groups of this many programs
     waits: bool = False  # its programs wait for each other: the launch must be co-resident
+    max_spins: int = 0  # polls before a waiting program gives up and raises the error flag (0: it never does)
 
 
 def generate(
@@ -66,7 +68,7 @@ def generate(
     `max_spins` (a bounded wait at the barrier, 0: unbounded) apply to them alone."""
     name = f"_rblock_{g.name}"
     split_row = config.kind == "split_row"
-    body = _Body(g, config, phase, max_spins).lines()
+    body = _Body(g, config, phase, max_spins, interpret).lines()
     args = [f"{'out' if b.is_output else 'in'}_ptr{_ordinal(g, i)}" for i, b in enumerate(g.buffers)]
     arg_doc = [f"    # {a}: {b.name} ({b.dtype.value})" for a, b in zip(args, g.buffers)]
     pointer_dtypes = [b.dtype.value for b in g.buffers]
@@ -102,6 +104,7 @@ def generate(
         config.num_stages,
         config.split if split_row else 1,
         split_row and phase == "all",
+        max_spins if split_row and phase == "all" else 0,
     )
 
 
@@ -134,11 +137,13 @@ def _early_row_loads(g: KernelGraph) -> list[int]:
 
 
 class _Body:
-    def __init__(self, g: KernelGraph, config: Config, phase: Phase = "all", max_spins: int = 0) -> None:
+    def __init__(
+        self, g: KernelGraph, config: Config, phase: Phase = "all", max_spins: int = 0, interpret: bool = False
+    ) -> None:
         self.g, self.cfg = g, config
         self.looped = not config.single_pass
         self.split_row = config.kind == "split_row"
-        self.phase, self.max_spins = phase, max_spins
+        self.phase, self.max_spins, self.interpret = phase, max_spins, interpret
         self.recompute = config.recompute
         self.out: list[str] = []
         # names by (node, tile): full-size values have one per tile, the rest tile 0
@@ -209,6 +214,8 @@ class _Body:
             "pmask = pindex < parts",
             "for xoffset in range(group * XBLOCK, xnumel, groups * XBLOCK):  # this group's rows",
         ]
+        if self.interpret:  # the interpreter's range() takes no tensor bounds; its `while` does
+            head[-1:] = ["xoffset = group * XBLOCK", "while xoffset < xnumel:  # this group's rows"]
         self.out = [
             "xindex = xoffset + tl.arange(0, XBLOCK)[:, None]",
             "xmask = xindex < xnumel",
@@ -256,7 +263,7 @@ class _Body:
                 load = self._load(i, n.attr, n.dtype, widen=False, x="xn", row_mask="mask_next")
                 self.out.append(f"tmp{i}_next = {load}")
         if self.phase == "partials":
-            return head + [f"    {line}" for line in self.out]
+            return head + [f"    {line}" for line in self._next_round()]
         self._next_epoch()  # recompute: full-size values are widened again after the barrier, not held across it
         if self.phase == "all":
             lead = 2**31 - (parts - 1)
@@ -267,7 +274,11 @@ class _Body:
         for i, n in enumerate(g.nodes):
             if n.op == Op.STORE:
                 self.emit(i)
-        return head + [f"    {line}" for line in self.out]
+        return head + [f"    {line}" for line in self._next_round()]
+
+    def _next_round(self) -> list[str]:
+        """The row loop's body, stepping its own offset in the interpreter's `while` form."""
+        return self.out + (["xoffset += groups * XBLOCK"] if self.interpret else [])
 
     def _prefetched(self, n) -> bool:
         """split_row with prefetch: the row's own full-size loads (not those shared by all rows)."""
@@ -378,7 +389,7 @@ class _Body:
         if self.epoch != epoch:  # the operand needed another reduction first: recompute it after that one
             vs = self._per_tile(n.args[0])
         self.out.append(f"# ir %{i}: {n.op.name.lower()} %{n.args[0]}")
-        self.out += self._reduce_inline(i, n.op, vs)
+        self.out += single_pass(self.g, i, vs, self._tile_names("mask"), self._tile_names("rindex"), self._again)
         self._next_epoch()
         self.outer[(i, 0)] = f"tmp{i}"
         return f"tmp{i}"
@@ -473,56 +484,3 @@ class _Body:
     # ---- reductions ----------------------------------------------------------------------------------------
     def _tile_names(self, name: str) -> list[str]:
         return [name] if self.tiles == 1 else [f"{name}_t{j}" for j in range(self.tiles)]
-
-    def _reduce_inline(self, i: int, op: Op, vs: list[str]) -> list[str]:
-        """Reduce the per-tile values `vs` along r: the tiles are combined element by element first, so a row of
-        several tiles costs one exchange between threads, like a row of one."""
-        n = self.g.nodes[i]
-        zero = "0.0" if self.g.nodes[n.args[0]].dtype.is_float else "0"
-        t = f"tmp{i}"
-        masks = self._tile_names("mask")
-
-        def masked(values: list[str], ident: str) -> list[str]:
-            return [f"tl.where({m}, {v}, {ident})" for m, v in zip(masks, values)]
-
-        def fold(fn: str, terms: list[str]) -> str:
-            out = terms[0]
-            for term in terms[1:]:
-                out = f"{fn}({out}, {term})"
-            return out
-
-        if op == Op.SUM:
-            terms = " + ".join(m + ("" if zero == "0.0" else ".to(tl.int64)") for m in masked(vs, zero))
-            return [f"{t} = {round16(n, f'tl.sum({terms}, 1)[:, None]')}"]
-        if op in (Op.MAX, Op.MIN):
-            ident, fn = ('float("-inf")', "_maximum") if op == Op.MAX else ('float("inf")', "_minimum")
-            return [f"{t} = tl.reduce({fold(fn, masked(vs, ident))}, 1, {fn})[:, None]"]
-        if op in (Op.ARGMAX, Op.ARGMIN):
-            ident, fn = ('float("-inf")', "_argmax") if op == Op.ARGMAX else ('float("inf")', "_argmin")
-            idxs = [f"tl.broadcast_to({r}, [XBLOCK, RBLOCK])" for r in self._tile_names("rindex")]
-            values = masked(vs, ident)
-            lines = [f"{t}_v, {t}_i = {values[0]}, {idxs[0]}"]
-            lines += [f"{t}_v, {t}_i = {fn}({t}_v, {t}_i, {v}, {x})" for v, x in zip(values[1:], idxs[1:])]
-            return lines + [f"_, {t} = tl.reduce(({t}_v, {t}_i), 1, {fn})", f"{t} = {t}[:, None]"]
-        if op == Op.WELFORD:  # two-pass in registers, with the mean corrected by the mean of the residuals
-            total = " + ".join(masked(vs, "0.0"))
-            vs, again = self._again(n.args[0], vs)
-            first = [f"{t}_shift = tl.sum({total}, 1)[:, None] / rnumel", *again]
-            ds = self._tile_names(f"{t}_d")
-            dsum, d2 = " + ".join(ds), " + ".join(f"{d} * {d}" for d in ds)
-            return first + [
-                *[f"{d} = tl.where({m}, {v} - {t}_shift, 0.0)" for d, m, v in zip(ds, masks, vs)],
-                f"{t}_dsum, {t}_d2 = tl.reduce(({dsum}, {d2}), 1, _add2)  # one exchange for both sums",
-                f"{t}_dsum = {t}_dsum[:, None]",
-                f"{t}_0 = {t}_shift + {t}_dsum / rnumel",
-                f"{t}_1 = tl.maximum({t}_d2[:, None] - {t}_dsum * {t}_dsum / rnumel, 0.0)",
-            ]
-        assert op == Op.SOFTMAX_STATS
-        top = fold("_maximum", masked(vs, 'float("-inf")'))
-        vs, again = self._again(n.args[0], vs)
-        first = [f"{t}_max = tl.reduce({top}, 1, _maximum)[:, None]", *again]
-        exps = " + ".join(f"tl.where({m}, tl.exp({v} - {t}_0), 0.0)" for m, v in zip(masks, vs))
-        return first + [
-            f'{t}_0 = tl.where({t}_max == float("-inf"), 0.0, {t}_max)',
-            f"{t}_1 = tl.sum({exps}, 1)[:, None]",
-        ]

@@ -1,12 +1,20 @@
-"""Lines of Triton that reduce across programs or chunks: the accumulators of looped kernels, and the partial
-results that split-row programs exchange and combine. Single-pass reductions stay in kernel.py, where they are
-interleaved with recomputing their operands."""
+"""Lines of Triton that reduce a row: in registers (single pass), through the accumulators of looped kernels, or
+from the partial results that split-row programs exchange and combine."""
 
 from __future__ import annotations
 
-from rblock.codegen.emit import round16
+from collections.abc import Callable
+
+from rblock.codegen.emit import TL_DTYPE, extreme, round16
 from rblock.ir import DType, KernelGraph, Op
 from rblock.ir.query import reduction_levels
+
+# (operand, its names per tile) -> (its names after a reduction, the lines that compute them)
+Again = Callable[[int, list[str]], tuple[list[str], list[str]]]
+
+
+def _operand(g: KernelGraph, i: int) -> DType:
+    return g.nodes[g.nodes[i].args[0]].dtype
 
 
 def partial_slots(g: KernelGraph) -> tuple[tuple[int, int, DType], ...]:
@@ -28,7 +36,7 @@ def split_row_partial(g: KernelGraph, i: int, v: str) -> list[str]:
         widen = "" if zero == "0.0" else ".to(tl.int64)"  # torch sums bools and ints in int64
         return [f"{t}_p0 = tl.sum(tl.where(mask, {v}, {zero}){widen}, 1)[:, None]"]
     if op in (Op.MAX, Op.MIN):
-        ident, fn = ('float("-inf")', "_maximum") if op == Op.MAX else ('float("inf")', "_minimum")
+        ident, fn = extreme(_operand(g, i), op == Op.MAX), "_maximum" if op == Op.MAX else "_minimum"
         return [f"{t}_p0 = tl.reduce(tl.where(mask, {v}, {ident}), 1, {fn})[:, None]"]
     if op == Op.WELFORD:  # mean and M2 of the slice, two-pass in registers
         return [
@@ -52,7 +60,11 @@ def split_row_combine(g: KernelGraph, i: int, ws: list[int]) -> list[str]:
     """split_row: the row's result from every slice's partial results (workspaces `ws`)."""
     t, n = f"tmp{i}", g.nodes[i]
     zero = "0.0" if n.op != Op.SUM or n.dtype.is_float else "0"
-    ident = {Op.MAX: 'float("-inf")', Op.MIN: 'float("inf")', Op.SOFTMAX_STATS: 'float("-inf")'}.get(n.op, zero)
+    ident = {
+        Op.MAX: extreme(_operand(g, i), True),
+        Op.MIN: extreme(_operand(g, i), False),
+        Op.SOFTMAX_STATS: 'float("-inf")',
+    }.get(n.op, zero)
     idx = "ws_ptr{} + (xindex * parts + pindex)"
     lines = [f"# ir %{i}: {n.op.name.lower()}, from the partial results of the row's slices"]
     lines += [  # .cg: read past L1, which other SMs' writes do not update
@@ -83,12 +95,14 @@ def acc_init(g: KernelGraph, i: int) -> list[str]:
     shape = "[XBLOCK, RBLOCK]"
     ridx = "tl.int64" if g.index_bits == 64 else "tl.int32"
     acc_t = "tl.float32" if src.dtype.is_float else "tl.int64"  # torch sums bools and ints in int64
+    val_t = "tl.float32" if src.dtype.is_float else TL_DTYPE[src.dtype] if src.dtype != DType.B1 else "tl.int32"
+    low, high = extreme(src.dtype, True), extreme(src.dtype, False)
     init = {
         Op.SUM: [("", "0", acc_t)],
-        Op.MAX: [("", 'float("-inf")', "tl.float32")],
-        Op.MIN: [("", 'float("inf")', "tl.float32")],
-        Op.ARGMAX: [("_v", 'float("-inf")', "tl.float32"), ("_i", "0", ridx)],
-        Op.ARGMIN: [("_v", 'float("inf")', "tl.float32"), ("_i", "0", ridx)],
+        Op.MAX: [("", low, val_t)],
+        Op.MIN: [("", high, val_t)],
+        Op.ARGMAX: [("_v", low, val_t), ("_i", "0", ridx)],
+        Op.ARGMIN: [("_v", high, val_t), ("_i", "0", ridx)],
         Op.WELFORD: [
             ("_mean", "0", "tl.float32"),
             ("_m2", "0", "tl.float32"),
@@ -109,10 +123,10 @@ def acc_update(g: KernelGraph, i: int, v: str) -> list[str]:
     if n.op == Op.SUM:
         return lines + [f"{a} = {a} + tl.where(mask, {v}, {zero})" + ("" if zero == "0.0" else ".to(tl.int64)")]
     if n.op in (Op.MAX, Op.MIN):
-        ident, fn = ('float("-inf")', "_maximum") if n.op == Op.MAX else ('float("inf")', "_minimum")
+        ident, fn = extreme(_operand(g, i), n.op == Op.MAX), "_maximum" if n.op == Op.MAX else "_minimum"
         return lines + [f"{a} = {fn}({a}, tl.where(mask, {v}, {ident}))"]
     if n.op in (Op.ARGMAX, Op.ARGMIN):
-        ident, fn = ('float("-inf")', "_argmax") if n.op == Op.ARGMAX else ('float("inf")', "_argmin")
+        ident, fn = extreme(_operand(g, i), n.op == Op.ARGMAX), "_argmax" if n.op == Op.ARGMAX else "_argmin"
         idx = "tl.broadcast_to(rindex, [XBLOCK, RBLOCK])"
         return lines + [f"{a}_v, {a}_i = {fn}({a}_v, {a}_i, tl.where(mask, {v}, {ident}), {idx})"]
     if n.op == Op.WELFORD:
@@ -157,4 +171,61 @@ def acc_finish(g: KernelGraph, i: int) -> list[str]:
         f"{t}_max = tl.reduce({a}_m, 1, _maximum)[:, None]",
         f'{t}_0 = tl.where({t}_max == float("-inf"), 0.0, {t}_max)',
         f"{t}_1 = tl.sum({a}_s * tl.exp({a}_m - {t}_0), 1)[:, None]",
+    ]
+
+
+def single_pass(
+    g: KernelGraph, i: int, vs: list[str], masks: list[str], rindexes: list[str], again: Again
+) -> list[str]:
+    """Single pass: reduce the per-tile values `vs` (masked by `masks`) along r. The tiles are combined element by
+    element first, so a row of several tiles costs one exchange between threads, like a row of one. Two-step
+    reductions get their operand once more from `again` (recomputed after the first step, or the same names)."""
+    n = g.nodes[i]
+    zero = "0.0" if g.nodes[n.args[0]].dtype.is_float else "0"
+    t = f"tmp{i}"
+    op = n.op
+
+    def masked(values: list[str], ident: str) -> list[str]:
+        return [f"tl.where({m}, {v}, {ident})" for m, v in zip(masks, values)]
+
+    def fold(fn: str, terms: list[str]) -> str:
+        out = terms[0]
+        for term in terms[1:]:
+            out = f"{fn}({out}, {term})"
+        return out
+
+    if op == Op.SUM:
+        terms = " + ".join(m + ("" if zero == "0.0" else ".to(tl.int64)") for m in masked(vs, zero))
+        return [f"{t} = {round16(n, f'tl.sum({terms}, 1)[:, None]')}"]
+    if op in (Op.MAX, Op.MIN):
+        ident, fn = extreme(_operand(g, i), op == Op.MAX), "_maximum" if op == Op.MAX else "_minimum"
+        return [f"{t} = tl.reduce({fold(fn, masked(vs, ident))}, 1, {fn})[:, None]"]
+    if op in (Op.ARGMAX, Op.ARGMIN):
+        ident, fn = extreme(_operand(g, i), op == Op.ARGMAX), "_argmax" if op == Op.ARGMAX else "_argmin"
+        idxs = [f"tl.broadcast_to({r}, [XBLOCK, RBLOCK])" for r in rindexes]
+        values = masked(vs, ident)
+        lines = [f"{t}_v, {t}_i = {values[0]}, {idxs[0]}"]
+        lines += [f"{t}_v, {t}_i = {fn}({t}_v, {t}_i, {v}, {x})" for v, x in zip(values[1:], idxs[1:])]
+        return lines + [f"_, {t} = tl.reduce(({t}_v, {t}_i), 1, {fn})", f"{t} = {t}[:, None]"]
+    if op == Op.WELFORD:  # two-pass in registers, with the mean corrected by the mean of the residuals
+        total = " + ".join(masked(vs, "0.0"))
+        vs, redo = again(n.args[0], vs)
+        first = [f"{t}_shift = tl.sum({total}, 1)[:, None] / rnumel", *redo]
+        ds = [f"{t}_d"] if len(vs) == 1 else [f"{t}_d_t{j}" for j in range(len(vs))]
+        dsum, d2 = " + ".join(ds), " + ".join(f"{d} * {d}" for d in ds)
+        return first + [
+            *[f"{d} = tl.where({m}, {v} - {t}_shift, 0.0)" for d, m, v in zip(ds, masks, vs)],
+            f"{t}_dsum, {t}_d2 = tl.reduce(({dsum}, {d2}), 1, _add2)  # one exchange for both sums",
+            f"{t}_dsum = {t}_dsum[:, None]",
+            f"{t}_0 = {t}_shift + {t}_dsum / rnumel",
+            f"{t}_1 = tl.maximum({t}_d2[:, None] - {t}_dsum * {t}_dsum / rnumel, 0.0)",
+        ]
+    assert op == Op.SOFTMAX_STATS
+    top = fold("_maximum", masked(vs, 'float("-inf")'))
+    vs, redo = again(n.args[0], vs)
+    first = [f"{t}_max = tl.reduce({top}, 1, _maximum)[:, None]", *redo]
+    exps = " + ".join(f"tl.where({m}, tl.exp({v} - {t}_0), 0.0)" for m, v in zip(masks, vs))
+    return first + [
+        f'{t}_0 = tl.where({t}_max == float("-inf"), 0.0, {t}_max)',
+        f"{t}_1 = tl.sum({exps}, 1)[:, None]",
     ]

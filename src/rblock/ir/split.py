@@ -48,9 +48,14 @@ def split_chunks(rnumel: int, wanted: int, uneven: bool = False) -> int:
     """The largest power of two <= wanted that divides rnumel (1 if none but 1 does); with `uneven`, the largest
     power of two <= wanted that leaves no slice empty."""
     c = 1
-    while c * 2 <= wanted and (rnumel % (c * 2) == 0 or (uneven and c * 2 <= rnumel)):
+    while c * 2 <= wanted and (rnumel % (c * 2) == 0 or (uneven and no_empty_slice(rnumel, c * 2))):
         c *= 2
     return c
+
+
+def no_empty_slice(rnumel: int, chunks: int) -> bool:
+    """Slices of ceil(rnumel / chunks) leave none empty (5 in 4 would be 2, 2, 1 and nothing)."""
+    return (chunks - 1) * -(-rnumel // chunks) < rnumel
 
 
 def _contiguous(sizes: tuple[int, ...]) -> tuple[int, ...]:
@@ -58,7 +63,8 @@ def _contiguous(sizes: tuple[int, ...]) -> tuple[int, ...]:
 
 
 def split(g: KernelGraph, chunks: int) -> SplitKernels:
-    assert can_split(g) and chunks > 1 and (g.rnumel % chunks == 0 or uneven_ok(g)), (g.name, chunks)
+    assert can_split(g) and chunks > 1 and no_empty_slice(g.rnumel, chunks), (g.name, chunks)
+    assert g.rnumel % chunks == 0 or uneven_ok(g), (g.name, chunks)
     per_chunk = -(-g.rnumel // chunks)
     n_in = len(g.inputs)
     reductions = sorted(reduction_levels(g))

@@ -8,7 +8,6 @@ import torch
 from triton import knobs
 from triton.runtime.driver import driver
 
-from rblock import settings
 from rblock.codegen.kernel import KernelSpec
 from rblock.errors import SyncTimeout
 from rblock.runtime import device
@@ -54,14 +53,14 @@ def launch(stage: Stage, buffers: list[torch.Tensor]) -> None:
 
 def _check_sync(stage: Stage, buffers: list[torch.Tensor]) -> None:
     """With RBLOCK_DEBUG_SYNC, a split-row launch whose programs gave up waiting raises (its flag is cleared)."""
-    if not stage.spec.waits or not settings.sync_spins():
+    if not stage.spec.max_spins:
         return
     flag = buffers[-1][:1]
     if int(flag.item()):
         flag.zero_()
         raise SyncTimeout(
             f"rblock: {stage.spec.name}: the {stage.spec.parts} programs of a row did not all arrive within "
-            f"{settings.sync_spins()} polls (RBLOCK_DEBUG_SYNC): the launch was not co-resident; its outputs are wrong"
+            f"{stage.spec.max_spins} polls (RBLOCK_DEBUG_SYNC): the launch was not co-resident; its outputs are wrong"
         )
 
 
@@ -131,7 +130,7 @@ class Stage:
 class Program:
     stages: tuple[Stage, ...]
     workspace: tuple[tuple[int, torch.dtype], ...] = ()  # (numel, dtype) of each scratch buffer
-    _sync: dict = field(default_factory=dict, compare=False)  # (device, stream) -> split-row counters
+    _sync: dict = field(default_factory=dict, compare=False)  # (device, stream or capture) -> split-row counters
 
     def _buffers(self, stage: Stage, inputs, outputs, ws) -> list[torch.Tensor]:
         pools = {"in": inputs, "out": outputs, "ws": ws}
@@ -141,11 +140,15 @@ class Program:
 
     def _counters(self, dev: torch.device) -> torch.Tensor:
         """An error flag and one arrival counter per row group, zeroed once and never reset. One set per stream:
-        launches on one stream run in order, so a group's rounds never interleave."""
-        stream = torch.cuda.current_stream(dev).cuda_stream if dev.type == "cuda" else 0
-        key = (dev, stream)
+        launches on one stream run in order, so a group's rounds never interleave. A CUDA graph may be replayed on
+        any stream, beside eager calls: each capture gets a set of its own, zeroed in the graph at every replay."""
+        groups = int(device.device_properties()["sm_count"]) * 32  # at most 32 programs per SM
+        if dev.type == "cuda" and torch.cuda.is_current_stream_capturing():
+            counters = torch.zeros(1 + groups, dtype=torch.int32, device=dev)
+            self._sync[(dev, "graph", len(self._sync))] = counters  # held as long as the program
+            return counters
+        key = (dev, torch.cuda.current_stream(dev).cuda_stream if dev.type == "cuda" else 0)
         if key not in self._sync:
-            groups = int(device.device_properties()["sm_count"]) * 32  # at most 32 programs per SM
             self._sync[key] = torch.zeros(1 + groups, dtype=torch.int32, device=dev)
         return self._sync[key]
 
