@@ -19,6 +19,7 @@ CASES = [
     ("fused_add_rms_norm", 3, 2100, -1),
     ("var", 6, 1500, -1),
     ("sum", 40, 7, 0),  # column sum: OUTER candidates
+    ("sum", 300, 24, 0),  # ... with loops unrolled (38 trips of 8 rows)
     ("logsumexp", 3, 2200, -1),
 ]
 

@@ -615,6 +615,8 @@ CONFIGS = [
     rblock.Config("looped", 2, 64, 2),
     rblock.Config("looped", 2, 256, 4),
     rblock.Config("looped", 4, 128, 2, num_stages=2),
+    rblock.Config("looped", 1, 64, 2, unroll=4),  # 16 trips, 4 in flight
+    rblock.Config("looped", 2, 128, 4, unroll=2),  # 8 trips
     rblock.Config("persistent_rblock", 1, 1024, 4, no_rblock_scaling=True),
     rblock.Config("persistent_rblock", 4, 1024, 8, no_rblock_scaling=True),
 ]

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import pytest
 import torch
 
@@ -147,6 +149,31 @@ def test_recompute_is_offered_for_16_bit_inputs_only():
         OPS["rms_norm"].run(inputs, -1)
     assert not any(c.config.recompute for c in log[0].plan.candidates)
     assert any(c.config.recompute for c in planned("rms_norm", 64, 8192)[0].plan.candidates)
+
+
+@pytest.mark.parametrize(
+    ("m", "n", "unrolls"),
+    [
+        (5461, 12288, {8, 4}),  # 4 and 8 bytes per thread per chunk, 683 trips: unrolled twins
+        (4096, 16384, set()),  # 512 trips: LLVM unrolls them itself
+    ],
+)
+def test_column_sums_with_small_chunks_get_unrolled_twins(m: int, n: int, unrolls: set[int]):
+    cands = [c.config for c in planned("sum", m, n, dim=0)[0].plan.candidates]
+    twins = [c for c in cands if c.unroll > 1]
+    assert {c.unroll for c in twins} == unrolls
+    assert all(replace(c, unroll=1) in cands for c in twins)
+
+
+def test_rows_walked_in_vectors_get_no_unrolled_twin():
+    assert not any(c.config.unroll > 1 for c in planned("rms_norm", 1335, 50257)[0].plan.candidates)
+
+
+def test_unroll_needs_a_looped_kind():
+    with pytest.raises(ValueError, match="unroll"):
+        rblock.Config("persistent", 1, 1024, 4, unroll=2)
+    with pytest.raises(ValueError, match="unroll must be a power of two"):
+        rblock.Config("looped", 1, 1024, 4, unroll=3)
 
 
 def test_recompute_needs_a_single_pass_kind():

@@ -26,6 +26,7 @@ def report(c: Compiled) -> dict:
                 "recompute": cand.config.recompute,
                 "tiles": cand.config.tiles,
                 "prefetch": cand.config.prefetch,
+                "unroll": cand.config.unroll,
                 "live_fp32_per_thread": (
                     c.features.live_fp32_per_thread(
                         cand.config.XBLOCK,

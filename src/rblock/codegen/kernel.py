@@ -307,7 +307,9 @@ class _Body:
         self.out.append(f"# pass {k + 1}: {', '.join(f'%{t}' for t in targets)}")
         for r in reductions:
             self.out += acc_init(g, r)
-        self.out.append(f"for r0_offset in range(0, {g.rnumel}, RBLOCK):")
+        u = self.cfg.unroll
+        unroll = f"tl.range(0, {g.rnumel}, RBLOCK, loop_unroll_factor={u}):  # {u} chunks' loads in flight"
+        self.out.append(f"for r0_offset in {unroll if u > 1 else f'range(0, {g.rnumel}, RBLOCK):'}")
         saved, self.out = self.out, []
         self.local = {}
         self._r_header("r0_offset + rbase")

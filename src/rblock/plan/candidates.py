@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, replace
 
 from rblock.analysis import Features, Hint
@@ -176,6 +177,24 @@ def _split(f: Features, h: Heuristics, first: Config, sm_count: int) -> list[Can
     return [Candidate(Config("looped", x, r, w, split=chunks), why) for x, r, w in shapes]
 
 
+def _unrolled(f: Features, h: Heuristics, cands: list[Candidate]) -> list[Candidate]:
+    """Looped candidates whose chunk gives each thread few bytes to load, again with the chunk loop unrolled so that
+    several chunks' loads are in flight. Only where the trip count is not a power of two: LLVM unrolls those."""
+    elem_bytes = f.persistent_read_bytes / max(f.xnumel * f.rnumel, 1)
+    out = []
+    for c in cands:
+        cfg = c.config
+        if cfg.kind != "looped" or cfg.unroll > 1:
+            continue
+        per_thread = cfg.XBLOCK * cfg.RBLOCK * elem_bytes / (32 * cfg.num_warps)
+        trips = math.ceil(math.ceil(f.rnumel / cfg.split) / cfg.RBLOCK)
+        unroll = min(next_pow2(math.ceil(h.looped_bytes_in_flight / per_thread)), h.looped_max_unroll)
+        if per_thread < h.looped_min_bytes_per_thread and unroll >= 2 and trips >= 2 * unroll and trips & (trips - 1):
+            why = f"{c.reason}; the chunk loop unrolled {unroll}x, {unroll * per_thread:g} bytes per thread in flight"
+            out.append(Candidate(replace(cfg, unroll=unroll), why))
+    return out
+
+
 def _split_row(f: Features, h: Heuristics, sm_count: int) -> list[Candidate]:
     """Rows too long for one program: a slice per program, each of the slice sizes the heuristics allow."""
     if not f.row_splittable or f.rnumel <= h.split_row_min_rnumel:
@@ -210,7 +229,8 @@ def plan(f: Features, h: Heuristics, strategy: str = "auto", sm_count: int = 132
         return Plan("persistent", tuple(_persistent(f, h)), register_intensive)
     if strategy == "looped":
         looped = _looped(f, h, register_intensive)
-        return Plan("looped", tuple(looped + _split(f, h, looped[0].config, sm_count)), register_intensive)
+        looped += _split(f, h, looped[0].config, sm_count)
+        return Plan("looped", tuple(looped + _unrolled(f, h, looped)), register_intensive)
     if default == "persistent":
         return Plan(default, tuple(_persistent(f, h)), register_intensive)
     cands = _looped(f, h, register_intensive)
@@ -241,4 +261,5 @@ def plan(f: Features, h: Heuristics, strategy: str = "auto", sm_count: int = 132
         why = "one pass: looped, the online reduction costs two exps or a division per element"
         cands += _single_pass(f, h, "persistent", xblock, why, fewer_warps=True)
     cands += _split_row(f, h, sm_count)
-    return Plan(default, tuple(cands + _split(f, h, cands[0].config, sm_count)), register_intensive)
+    cands += _split(f, h, cands[0].config, sm_count)
+    return Plan(default, tuple(cands + _unrolled(f, h, cands)), register_intensive)

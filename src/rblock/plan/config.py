@@ -22,10 +22,11 @@ class Config:
     recompute: bool = False  # single-pass: hold 16-bit inputs as loaded, recompute full-size values after reductions
     tiles: int = 1  # single-pass: the row as this many tiles of RBLOCK (a row of 5 * 1024 needs no padding to 8192)
     prefetch: bool = False  # split_row: load the next row's slice before waiting for this row's partial results
+    unroll: int = 1  # looped: the chunk loop unrolled this many times, so as many chunks' loads are in flight
 
     def __post_init__(self) -> None:
         # a split row may have any number of slices (the last one partly masked); a two-kernel split divides rows
-        pow2 = ("XBLOCK", "RBLOCK", "num_warps") + (() if self.kind == "split_row" else ("split",))
+        pow2 = ("XBLOCK", "RBLOCK", "num_warps", "unroll") + (() if self.kind == "split_row" else ("split",))
         for name in pow2:
             v = getattr(self, name)
             if not isinstance(v, int) or v < 1 or v & (v - 1):
@@ -42,6 +43,8 @@ class Config:
             raise ValueError("rblock.Config: split_row takes no tiles")
         if self.prefetch and self.kind != "split_row":
             raise ValueError("rblock.Config: prefetch applies to split_row alone")
+        if self.unroll > 1 and self.kind != "looped":
+            raise ValueError("rblock.Config: unroll applies to looped kernels alone")
         if not isinstance(self.tiles, int) or self.tiles < 1:
             raise ValueError(f"rblock.Config: tiles must be a positive int, got {self.tiles!r}")
         if self.tiles > 1 and not self.single_pass:
@@ -69,6 +72,7 @@ class Config:
         flags += ", recompute" if self.recompute else ""
         flags += f", tiles={self.tiles}" if self.tiles > 1 else ""
         flags += ", prefetch" if self.prefetch else ""
+        flags += f", unroll={self.unroll}" if self.unroll > 1 else ""
         return (
             f"{self.kind}(XBLOCK={self.XBLOCK}, RBLOCK={self.RBLOCK}, "
             f"num_warps={self.num_warps}, num_stages={self.num_stages}{flags})"

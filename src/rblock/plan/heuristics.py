@@ -97,6 +97,19 @@ class Heuristics:
     """Tuner: below this many resident programs per SM (from registers), offer RBLOCK/2 (Inductor's
     _dynamic_scale_rblock); never for persistent_rblock."""
 
+    looped_min_bytes_per_thread: int = 16
+    """Looped: a candidate whose chunk gives each thread less than this to load (one 16-byte vector) gets a twin with
+    its chunk loop unrolled, when the loop's trip count is not a power of two. Triton leaves such a loop rolled, so
+    each thread waits on one small load at a time: sum over dim 0 of (5461, 12288) issues one 4-byte load per loop
+    trip, where (4096, 16384), whose 512 trips LLVM unrolls by itself, issues 29 (SASS for sm_90), and ran 4x faster
+    per trip (trials_run4.json). Not yet calibrated: the tuner measures both."""
+
+    looped_bytes_in_flight: int = 32
+    """The unrolled twin has this many bytes per thread in flight."""
+
+    looped_max_unroll: int = 8
+    """Most chunks of a looped kernel in flight at once (registers for their loads)."""
+
     split_below_sm_fraction: float = 1.0
     """Split a reduction over row slices when its programs would occupy fewer than this fraction of the SMs
     (few rows, or a column sum with few column blocks). Not yet calibrated: the tuner measures it."""
