@@ -23,6 +23,7 @@ from conftest import (
     sum_scale,
     upcast,
 )
+from rblock.compiler import recording
 
 # ---------------------------------------------------------------------------------------------------------------
 # The ops, each over the last dim of an (M, N) tensor, next to its PyTorch definition.
@@ -682,6 +683,39 @@ def test_max_and_min_are_exact(name, dtype, strategy, make):
     with rblock.settings(strategy=strategy):
         out = ours(x, -1)
     torch.testing.assert_close(out, theirs(x, -1), rtol=0, atol=0)
+
+
+ALIGN_CONFIGS = [
+    rblock.Config("looped", 1, 128, 4, align=True),
+    rblock.Config("looped", 4, 64, 2, align=True, unroll=2),  # rows of four different shifts in one program
+]
+
+
+@pytest.mark.parametrize("config", ALIGN_CONFIGS, ids=str)
+@pytest.mark.parametrize(("m", "n"), [(9, 1001), (5, 3), (3, 130)], ids=["9x1001", "5x3", "3x130"])
+@pytest.mark.parametrize("name", ["rms_norm", "softmax", "layer_norm", "cross_entropy", "fused_add_rms_norm", "var"])
+def test_rows_walked_from_16_byte_boundaries_match_pytorch(name, m, n, config, dtype, make):
+    """Rows of odd length start at every shift from a 16-byte boundary; a walk from the boundary below reads whole
+    vectors that hold the previous row's end, which must not count, and writes only the row's own elements."""
+    op = OPS_BY_NAME[name]
+    inputs = op.inputs(make, make(m, n, dtype=dtype))
+    out = _run_with_config(op, inputs, config)
+    with recording(launch=False) as log:
+        _run_with_config(op, inputs, config)
+    assert "xalign" in log[0].program.stages[0].spec.source
+    expected, ref = op.torch_fn(*inputs), op.torch_fn(*upcast(inputs))
+    for o, e, r in zip(*(v if isinstance(v, tuple) else (v,) for v in (out, expected, ref))):
+        assert_matches(o, e, r)
+
+
+@pytest.mark.parametrize("view", ["offset", "rows_and_offset"])
+def test_views_walked_from_16_byte_boundaries_match_pytorch(view, dtype, make):
+    """A view's storage offset shifts where its rows start: the walk counts it."""
+    base = make(9, 1011, dtype=dtype)
+    x = base[:, 3:1004] if view == "offset" else base[1:, 5:]
+    with rblock.settings(config=ALIGN_CONFIGS[1]):
+        out = rblock.softmax(x, -1)
+    assert_matches(out, torch.softmax(x, -1), torch.softmax(x.double(), -1))
 
 
 INT_CONFIGS = [

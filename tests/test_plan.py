@@ -169,6 +169,29 @@ def test_rows_walked_in_vectors_get_no_unrolled_twin():
     assert not any(c.config.unroll > 1 for c in planned("rms_norm", 1335, 50257)[0].plan.candidates)
 
 
+@pytest.mark.parametrize(
+    ("op", "n", "dim", "twins"),
+    [
+        ("softmax", 50257, -1, True),
+        ("rms_norm", 1001, -1, True),
+        ("softmax", 50256, -1, False),  # a multiple of 8 elements: aligned already
+        ("sum", 50257, 0, False),  # column sums: rows are not contiguous
+    ],
+)
+def test_rows_off_16_byte_boundaries_get_aligned_twins(op: str, n: int, dim: int, twins: bool):
+    cands = [c.config for c in planned(op, 64, n, dim=dim, strategy="looped")[0].plan.candidates]
+    aligned = [c for c in cands if c.align]
+    assert bool(aligned) == twins
+    assert all(replace(c, align=False) in cands for c in aligned)
+
+
+def test_align_needs_a_looped_kind_that_does_not_split():
+    with pytest.raises(ValueError, match="align"):
+        rblock.Config("persistent", 1, 1024, 4, align=True)
+    with pytest.raises(ValueError, match="align"):
+        rblock.Config("looped", 1, 1024, 4, align=True, split=2)
+
+
 def test_unroll_needs_a_looped_kind():
     with pytest.raises(ValueError, match="unroll"):
         rblock.Config("persistent", 1, 1024, 4, unroll=2)

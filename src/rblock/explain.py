@@ -27,6 +27,7 @@ def report(c: Compiled) -> dict:
                 "tiles": cand.config.tiles,
                 "prefetch": cand.config.prefetch,
                 "unroll": cand.config.unroll,
+                "align": cand.config.align,
                 "live_fp32_per_thread": (
                     c.features.live_fp32_per_thread(
                         cand.config.XBLOCK,

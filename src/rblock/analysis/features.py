@@ -8,7 +8,7 @@ from enum import Enum
 
 from rblock.ir import KernelGraph, Op, Rank
 from rblock.ir.nodes import REDUCE_OPS, Access
-from rblock.ir.query import can_split_row, loads_in_pass, looped_passes
+from rblock.ir.query import can_split_row, loads_in_pass, looped_passes, misaligned_walk
 from rblock.ir.split import can_split, uneven_ok
 
 
@@ -42,6 +42,7 @@ class Features:
     splittable: bool  # the reductions can be split over row slices and combined by a second kernel
     unevenly_splittable: bool  # ... also into slices of unequal length (a masked tail)
     row_splittable: bool  # programs holding slices of a row can finish it from each other's partial results
+    misaligned_rows: bool  # a full-size input's rows start off 16-byte boundaries: its loads are not vectorized
 
     def __post_init__(self) -> None:
         assert self.persistent_bytes >= 0 and self.looped_bytes >= self.persistent_bytes, self
@@ -119,4 +120,5 @@ def analyze(g: KernelGraph, heuristics) -> Features:
         splittable=can_split(g),
         unevenly_splittable=can_split(g) and uneven_ok(g),
         row_splittable=can_split_row(g),
+        misaligned_rows=misaligned_walk(g) is not None,
     )

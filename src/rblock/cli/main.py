@@ -116,6 +116,7 @@ def cmd_explain(args) -> int:
             flag += f" tiles={c['tiles']}" if c["tiles"] > 1 else ""
             flag += " prefetch" if c["prefetch"] else ""
             flag += f" unroll={c['unroll']}" if c["unroll"] > 1 else ""
+            flag += " align" if c["align"] else ""
             print(
                 f"  {c['kind']:<18} XBLOCK={c['XBLOCK']:<4} RBLOCK={c['RBLOCK']:<6} "
                 f"warps={c['num_warps']:<3}{flag}  {c['reason']}"

@@ -195,3 +195,15 @@ def round16(node: Node, expr: str) -> str:
     if node.dtype in (DType.BF16, DType.F16) and node.op not in _EXACT:
         return f"({expr}).to({TL_DTYPE[node.dtype]}).to(tl.float32)"
     return expr
+
+
+def dim_vars(prefix: str, index: str, sizes: tuple[int, ...], suffix: str = "") -> list[str]:
+    """x0, x1, ... (outermost first) from the flat index."""
+    out = []
+    for k in range(len(sizes)):
+        inner = math.prod(sizes[k + 1 :])
+        expr = index if inner == 1 else f"({index} // {inner})"
+        if k > 0:
+            expr = f"{expr} % {sizes[k]}"
+        out.append(f"{prefix}{k}{suffix} = {expr}")
+    return out

@@ -15,11 +15,10 @@ loops over rows, so the groups of programs that wait for each other are all runn
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass
 from typing import Literal
 
-from rblock.codegen.emit import HELPERS, ROW_BARRIER, TL_DTYPE, WIDEN, WIDEN_PLAIN, literal, pointwise
+from rblock.codegen.emit import HELPERS, ROW_BARRIER, TL_DTYPE, WIDEN, WIDEN_PLAIN, dim_vars, literal, pointwise
 from rblock.codegen.reductions import (
     acc_finish,
     acc_init,
@@ -31,7 +30,7 @@ from rblock.codegen.reductions import (
 )
 from rblock.ir import Access, DType, KernelGraph, Op, Rank
 from rblock.ir.nodes import POINTWISE_OPS, REDUCE_OPS
-from rblock.ir.query import full_cone, loads_in_pass, looped_passes, reduction_levels
+from rblock.ir.query import early_row_loads, full_cone, loads_in_pass, looped_passes, misaligned_walk, reduction_levels
 from rblock.plan.config import Config
 
 # A split_row kernel runs whole ("all"), or, for the interpreter (which runs programs one after another, so a
@@ -112,30 +111,6 @@ def _ordinal(g: KernelGraph, i: int) -> int:
     return sum(1 for b in g.buffers[:i] if b.is_output == g.buffers[i].is_output)
 
 
-def _dim_vars(prefix: str, index: str, sizes: tuple[int, ...], suffix: str = "") -> list[str]:
-    """x0, x1, ... (outermost first) from the flat index."""
-    out = []
-    for k in range(len(sizes)):
-        inner = math.prod(sizes[k + 1 :])
-        expr = index if inner == 1 else f"({index} // {inner})"
-        if k > 0:
-            expr = f"{expr} % {sizes[k]}"
-        out.append(f"{prefix}{k}{suffix} = {expr}")
-    return out
-
-
-def _early_row_loads(g: KernelGraph) -> list[int]:
-    """Per-row loads and gathers that need no reduction (a class index and its logit): cheap to hold."""
-    after_reduction: list[bool] = []
-    for n in g.nodes:
-        after_reduction.append(n.op in REDUCE_OPS or any(after_reduction[a] for a in n.args))
-    return [
-        i
-        for i, n in enumerate(g.nodes)
-        if n.op in (Op.LOAD, Op.GATHER) and n.rank != Rank.FULL and not after_reduction[i]
-    ]
-
-
 class _Body:
     def __init__(
         self, g: KernelGraph, config: Config, phase: Phase = "all", max_spins: int = 0, interpret: bool = False
@@ -153,6 +128,9 @@ class _Body:
         self.epoch = 0  # recompute: reductions emitted so far
         self.tiles = config.tiles  # single pass: the row as this many [XBLOCK, RBLOCK] tiles
         self.tile = 0  # the tile whose full-size values are being emitted
+        walk = misaligned_walk(g) if config.align else None
+        self.walk = g.nodes[walk[0]].attr if walk else None  # align: the access whose rows are walked
+        self.vec = walk[1] if walk else 1  # its elements per 16-byte vector
         users = g.users()
         # casts whose only users are stores of the same type: the store rounds, no need to round twice
         self.rounded_by_store = {
@@ -171,7 +149,7 @@ class _Body:
             f"rnumel = {g.rnumel}",
             f"xindex = {pid} * XBLOCK + tl.arange(0, XBLOCK)[:, None]",
             "xmask = xindex < xnumel",
-            *_dim_vars("x", "xindex", g.x_sizes),
+            *dim_vars("x", "xindex", g.x_sizes),
             f"rbase = tl.arange(0, RBLOCK)[None, :]{'.to(tl.int64)' if g.index_bits == 64 else ''}",
         ]
         stores = [i for i, n in enumerate(g.nodes) if n.op == Op.STORE]
@@ -180,7 +158,7 @@ class _Body:
                 self.tile = tile
                 self._r_header("rbase" if tile == 0 else f"rbase + {tile} * RBLOCK")
             self.tile = 0
-            for i in _early_row_loads(g):  # issued first, their latency hides behind the row's load and reductions
+            for i in early_row_loads(g):  # issued first, their latency hides behind the row's load and reductions
                 self.emit(i)
             for i in stores:
                 for tile in range(self.tiles if g.nodes[i].rank == Rank.FULL else 1):
@@ -188,6 +166,12 @@ class _Body:
                     self.emit(i)
             self.tile = 0
             return self.out
+        if self.walk:
+            xoff = self._index(self.walk, with_r=False)[0]
+            self.out += [  # whole vectors from the boundary at or below each row's start
+                f"xalign = ({xoff}) // {self.vec} * {self.vec}",
+                f"rshift = {xoff} - xalign",
+            ]
         passes = looped_passes(g)
         self.loop_uses = [loads_in_pass(g, p) for p in passes]
         for k, targets in enumerate(passes):
@@ -209,7 +193,7 @@ class _Body:
             "groups = tl.num_programs(0) // parts",
             "rindex = part * RBLOCK + tl.arange(0, RBLOCK)[None, :]",
             "rmask = rindex < rnumel",
-            *_dim_vars("r", "rindex", g.r_sizes),
+            *dim_vars("r", "rindex", g.r_sizes),
             f"pindex = tl.arange(0, {1 << (parts - 1).bit_length()})[None, :]  # the row's partial results",
             "pmask = pindex < parts",
             "for xoffset in range(group * XBLOCK, xnumel, groups * XBLOCK):  # this group's rows",
@@ -219,7 +203,7 @@ class _Body:
         self.out = [
             "xindex = xoffset + tl.arange(0, XBLOCK)[:, None]",
             "xmask = xindex < xnumel",
-            *_dim_vars("x", "xindex", g.x_sizes),
+            *dim_vars("x", "xindex", g.x_sizes),
             "mask = xmask & rmask",
             "owner = xmask & (part == 0)  # the program that stores per-row outputs",
         ]
@@ -227,7 +211,7 @@ class _Body:
         if ahead:  # the group's first row is loaded before the loop, each next row while waiting at the barrier
             head[-1:-1] = [
                 "xindex = group * XBLOCK + tl.arange(0, XBLOCK)[:, None]",
-                *_dim_vars("x", "xindex", g.x_sizes),
+                *dim_vars("x", "xindex", g.x_sizes),
                 "mask = (xindex < xnumel) & rmask",
                 *[f"tmp{i}_next = {self._load(i, g.nodes[i].attr, g.nodes[i].dtype, widen=False)}" for i in ahead],
             ]
@@ -241,7 +225,7 @@ class _Body:
                 wide = ".to(tl.float32)" if n.dtype in (DType.BF16, DType.F16) else ""
                 self.out.append(f"tmp{i} = tmp{i}_next{wide}")
                 self.outer[(i, 0)] = f"tmp{i}"
-        for i in _early_row_loads(g):
+        for i in early_row_loads(g):
             self.emit(i)
         reductions = sorted(reduction_levels(g))
         slots = partial_slots(g)
@@ -255,7 +239,7 @@ class _Body:
         if ahead:
             self.out += [
                 "xnext = xindex + groups * XBLOCK",
-                *_dim_vars("xn", "xnext", g.x_sizes),
+                *dim_vars("xn", "xnext", g.x_sizes),
                 "mask_next = (xnext < xnumel) & rmask",
             ]
             for i in ahead:
@@ -290,10 +274,23 @@ class _Body:
 
     def _r_header(self, rindex: str) -> None:
         s = self._sfx()
+        if self.walk:
+            v = self.vec
+            self.out += [
+                f"jindex = {rindex}",
+                "rindex = jindex - rshift",
+                "rmask = (rindex >= 0) & (rindex < rnumel)",
+                *dim_vars("r", "rindex", self.g.r_sizes),
+                "mask = xmask & rmask",
+                f"jvec = jindex // {v} * {v}",
+                f"vmask = xmask & (jvec + {v} <= rnumel + rshift)  # vectors in the row's span, from the boundary",
+                "smask = vmask & (jvec >= rshift)  # ... and of the row alone",
+            ]
+            return
         self.out.append(f"rindex{s} = {rindex}")
         tail = f" & (x0 * rnumel + rindex{s} < {self.g.r_extent})" if self.g.r_extent else ""  # a short last slice
         self.out.append(f"rmask{s} = (rindex{s} < rnumel){tail}" if tail else f"rmask{s} = rindex{s} < rnumel")
-        self.out += _dim_vars("r", f"rindex{s}", self.g.r_sizes, s)
+        self.out += dim_vars("r", f"rindex{s}", self.g.r_sizes, s)
         self.out.append(f"mask{s} = xmask & rmask{s}")
 
     def _loop(self, k: int, targets: list[int]) -> None:
@@ -307,9 +304,9 @@ class _Body:
         self.out.append(f"# pass {k + 1}: {', '.join(f'%{t}' for t in targets)}")
         for r in reductions:
             self.out += acc_init(g, r)
-        u = self.cfg.unroll
-        unroll = f"tl.range(0, {g.rnumel}, RBLOCK, loop_unroll_factor={u}):  # {u} chunks' loads in flight"
-        self.out.append(f"for r0_offset in {unroll if u > 1 else f'range(0, {g.rnumel}, RBLOCK):'}")
+        u, end = self.cfg.unroll, g.rnumel + self.vec - 1  # a walk from the boundary below covers vec - 1 more
+        unroll = f"tl.range(0, {end}, RBLOCK, loop_unroll_factor={u}):  # {u} chunks' loads in flight"
+        self.out.append(f"for r0_offset in {unroll if u > 1 else f'range(0, {end}, RBLOCK):'}")
         saved, self.out = self.out, []
         self.local = {}
         self._r_header("r0_offset + rbase")
@@ -360,7 +357,7 @@ class _Body:
             self.out.append(f"{var} = {self._gather(n.attr, ops[0], n.dtype)}")
         elif n.op == Op.STORE:
             self.out.append(f"# ir %{i}: store {n.attr}")
-            self.out.append(self._store(n.attr, ops[0], n.dtype, n.rank))
+            self.out += self._store(n.attr, ops[0], n.dtype, n.rank)
             return ""
         elif n.op in POINTWISE_OPS:
             expr = ops[0] if i in self.rounded_by_store else pointwise(n, ops, self.g)
@@ -444,12 +441,15 @@ class _Body:
         t = self._sfx()
         mask = f"{row_mask}{t}" if has_x and has_r else f"rmask{t}" if has_r else "xmask" if has_x else None
         policy = self._eviction(i, has_x)
+        pol = f", eviction_policy='{policy}'" if policy else ""
+        if self._walks(acc):  # whole vectors, then the row's last partial vector element by element
+            p = f"{self._ptr(acc.buffer)} + (xalign + jindex)"
+            text = f"tl.where(vmask, tl.load({p}, vmask, other=0{pol}), tl.load({p}, mask & ~vmask, other=0{pol}))"
+            return f"{text}.to(tl.float32)" if widen and dt in (DType.BF16, DType.F16) else text
         args = [f"{self._ptr(acc.buffer)} + ({idx})"]
         if mask:
             args += [mask, "other=0"]
-        if policy:
-            args.append(f"eviction_policy='{policy}'")
-        text = f"tl.load({', '.join(args)})"
+        text = f"tl.load({', '.join(args)}{pol})"
         return f"{text}.to(tl.float32)" if widen and dt in (DType.BF16, DType.F16) else text
 
     def _eviction(self, i: int, has_x: bool) -> str | None:
@@ -471,7 +471,7 @@ class _Body:
         text = f"tl.load({self._ptr(acc.buffer)} + ({idx} + {off}), {inside}, other={other})"
         return f"{text}.to(tl.float32)" if dt in (DType.BF16, DType.F16) else text
 
-    def _store(self, acc: Access, value: str, dt: DType, rank: Rank) -> str:
+    def _store(self, acc: Access, value: str, dt: DType, rank: Rank) -> list[str]:
         idx, has_x, has_r = self._index(acc)
         if not has_x:
             idx = f"{idx} + 0 * xindex"  # give the pointer the value's shape
@@ -481,7 +481,15 @@ class _Body:
         mask = f"mask{t}" if rank == Rank.FULL else "owner" if self.split_row else "xmask"
         if dt != DType.F32 and dt != DType.B1:
             value = f"{value}.to({TL_DTYPE[dt]})"
-        return f"tl.store({self._ptr(acc.buffer)} + ({idx}), {value}, {mask})"
+        if self._walks(acc):  # whole vectors of the row, then its partial first and last vectors
+            p = f"{self._ptr(acc.buffer)} + (xalign + jindex)"
+            return [f"tl.store({p}, {value}, smask)", f"tl.store({p}, {value}, mask & ~smask)"]
+        return [f"tl.store({self._ptr(acc.buffer)} + ({idx}), {value}, {mask})"]
+
+    def _walks(self, acc: Access) -> bool:
+        """align: whether `acc` is at the walked access's element offsets (so at xalign + jindex)."""
+        w = self.walk
+        return w is not None and acc.r_strides == (1,) and (acc.x_strides, acc.offset) == (w.x_strides, w.offset)
 
     # ---- reductions ----------------------------------------------------------------------------------------
     def _tile_names(self, name: str) -> list[str]:

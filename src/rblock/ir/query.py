@@ -55,3 +55,33 @@ def can_split_row(g: KernelGraph) -> bool:
     reductions, each with a combine of slice results (sum, max, min, mean/M2, max/sum-exp)."""
     levels = reduction_levels(g)
     return bool(levels) and set(levels.values()) == {1} and all(g.nodes[r].op in SPLIT_ROW_OPS for r in levels)
+
+
+VECTOR_BYTES = 16  # the widest load or store one thread issues
+
+
+def misaligned_walk(g: KernelGraph) -> tuple[int, int] | None:
+    """The full-size load whose rows do not start on 16-byte boundaries (x strides not a multiple of a vector), with
+    rows contiguous along the one r dim, and its elements per vector: a kernel can walk its rows from the boundary
+    below each row's start, so that this load (and every access at the same element offsets) is vectorized. None if
+    there is none."""
+    if len(g.r_sizes) != 1:
+        return None
+    for i, n in enumerate(g.nodes):
+        if n.op == Op.LOAD and n.rank == Rank.FULL and n.attr.r_strides == (1,):
+            v = VECTOR_BYTES // n.dtype.itemsize
+            if any(st % v for st in n.attr.x_strides) or n.attr.offset % v:
+                return i, v
+    return None
+
+
+def early_row_loads(g: KernelGraph) -> list[int]:
+    """Per-row loads and gathers that need no reduction (a class index and its logit): cheap to hold."""
+    after_reduction: list[bool] = []
+    for n in g.nodes:
+        after_reduction.append(n.op in REDUCE_OPS or any(after_reduction[a] for a in n.args))
+    return [
+        i
+        for i, n in enumerate(g.nodes)
+        if n.op in (Op.LOAD, Op.GATHER) and n.rank != Rank.FULL and not after_reduction[i]
+    ]

@@ -195,6 +195,19 @@ def _unrolled(f: Features, h: Heuristics, cands: list[Candidate]) -> list[Candid
     return out
 
 
+def _aligned(f: Features, cands: list[Candidate]) -> list[Candidate]:
+    """Rows that start off 16-byte boundaries: every looped candidate again, walking each row from the boundary
+    below its start, so that its loads and stores are whole 16-byte vectors but for the row's two ends."""
+    if not f.misaligned_rows:
+        return []
+    why = "; rows walked from the 16-byte boundary below their start, in whole vectors"
+    return [
+        Candidate(replace(c.config, align=True), c.reason + why)
+        for c in cands
+        if c.config.kind == "looped" and c.config.split == 1
+    ]
+
+
 def _split_row(f: Features, h: Heuristics, sm_count: int) -> list[Candidate]:
     """Rows too long for one program: a slice per program, each of the slice sizes the heuristics allow."""
     if not f.row_splittable or f.rnumel <= h.split_row_min_rnumel:
@@ -230,7 +243,8 @@ def plan(f: Features, h: Heuristics, strategy: str = "auto", sm_count: int = 132
     if strategy == "looped":
         looped = _looped(f, h, register_intensive)
         looped += _split(f, h, looped[0].config, sm_count)
-        return Plan("looped", tuple(looped + _unrolled(f, h, looped)), register_intensive)
+        looped += _unrolled(f, h, looped)
+        return Plan("looped", tuple(looped + _aligned(f, looped)), register_intensive)
     if default == "persistent":
         return Plan(default, tuple(_persistent(f, h)), register_intensive)
     cands = _looped(f, h, register_intensive)
@@ -262,4 +276,5 @@ def plan(f: Features, h: Heuristics, strategy: str = "auto", sm_count: int = 132
         cands += _single_pass(f, h, "persistent", xblock, why, fewer_warps=True)
     cands += _split_row(f, h, sm_count)
     cands += _split(f, h, cands[0].config, sm_count)
-    return Plan(default, tuple(cands + _unrolled(f, h, cands)), register_intensive)
+    cands += _unrolled(f, h, cands)
+    return Plan(default, tuple(cands + _aligned(f, cands)), register_intensive)
