@@ -187,6 +187,8 @@ def _unrolled(f: Features, h: Heuristics, cands: list[Candidate]) -> list[Candid
         if cfg.kind != "looped" or cfg.unroll > 1:
             continue
         per_thread = cfg.XBLOCK * cfg.RBLOCK * elem_bytes / (32 * cfg.num_warps)
+        if per_thread == 0:  # no full-size loads (or an empty tensor)
+            continue
         trips = math.ceil(math.ceil(f.rnumel / cfg.split) / cfg.RBLOCK)
         unroll = min(next_pow2(math.ceil(h.looped_bytes_in_flight / per_thread)), h.looped_max_unroll)
         if per_thread < h.looped_min_bytes_per_thread and unroll >= 2 and trips >= 2 * unroll and trips & (trips - 1):
