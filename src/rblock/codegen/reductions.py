@@ -78,7 +78,9 @@ def split_row_combine(g: KernelGraph, i: int, ws: list[int]) -> list[str]:
     if n.op == Op.WELFORD:  # Chan's combine over slices of unequal length
         return lines + [
             f"{t}_cnt = tl.minimum(tl.maximum(rnumel - pindex * RBLOCK, 0), RBLOCK).to(tl.float32)",
-            f"{t}_0 = tl.sum({t}_cnt * {t}_q0, 1)[:, None] / rnumel",
+            # the mean as the first slice's plus a weighted correction: exact for a constant row
+            f"{t}_ref = tl.sum(tl.where(pindex == 0, {t}_q0, 0.0), 1)[:, None]",
+            f"{t}_0 = {t}_ref + tl.sum(tl.where(pmask, {t}_cnt * ({t}_q0 - {t}_ref), 0.0), 1)[:, None] / rnumel",
             f"{t}_dev = {t}_q0 - {t}_0",
             f"{t}_1 = tl.sum({t}_q1 + {t}_cnt * {t}_dev * {t}_dev, 1)[:, None]",
         ]
