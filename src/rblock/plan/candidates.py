@@ -177,22 +177,28 @@ def _split(f: Features, h: Heuristics, first: Config, sm_count: int) -> list[Can
     return [Candidate(Config("looped", x, r, w, split=chunks), why) for x, r, w in shapes]
 
 
-def _unrolled(f: Features, h: Heuristics, cands: list[Candidate]) -> list[Candidate]:
-    """Looped candidates whose chunk gives each thread few bytes to load, again with the chunk loop unrolled so that
-    several chunks' loads are in flight. Only where the trip count is not a power of two: LLVM unrolls those."""
+def _unrolled(f: Features, h: Heuristics, cands: list[Candidate], sm_count: int) -> list[Candidate]:
+    """Looped candidates whose resident programs load too few bytes per loop trip to cover the memory latency,
+    again with the chunk loop unrolled so that several chunks' loads are in flight."""
     elem_bytes = f.persistent_read_bytes / max(f.xnumel * f.rnumel, 1)
     out = []
     for c in cands:
         cfg = c.config
-        if cfg.kind != "looped" or cfg.unroll > 1:
+        chunk_bytes = cfg.XBLOCK * cfg.RBLOCK * elem_bytes
+        if cfg.kind != "looped" or cfg.unroll > 1 or chunk_bytes == 0:  # nothing loaded per chunk: empty tensors
             continue
-        per_thread = cfg.XBLOCK * cfg.RBLOCK * elem_bytes / (32 * cfg.num_warps)
-        if per_thread == 0:  # no full-size loads (or an empty tensor)
+        programs = math.ceil(f.xnumel / cfg.XBLOCK) * cfg.split
+        if programs < h.split_below_sm_fraction * sm_count:  # SMs idle whatever each program loads: split instead
             continue
+        per_sm = min(programs / sm_count, h.max_threads_per_sm // (32 * cfg.num_warps))
+        in_flight = per_sm * chunk_bytes
+        unroll = min(next_pow2(math.ceil(h.looped_bytes_in_flight_per_sm / in_flight)), h.looped_max_unroll)
         trips = math.ceil(math.ceil(f.rnumel / cfg.split) / cfg.RBLOCK)
-        unroll = min(next_pow2(math.ceil(h.looped_bytes_in_flight / per_thread)), h.looped_max_unroll)
-        if per_thread < h.looped_min_bytes_per_thread and unroll >= 2 and trips >= 2 * unroll and trips & (trips - 1):
-            why = f"{c.reason}; the chunk loop unrolled {unroll}x, {unroll * per_thread:g} bytes per thread in flight"
+        if unroll >= 2 and trips >= 2 * unroll:
+            why = (
+                f"{c.reason}; the chunk loop unrolled {unroll}x: {per_sm:.1f} programs per SM load "
+                f"{unroll * in_flight / 1024:.0f} KB per trip"
+            )
             out.append(Candidate(replace(cfg, unroll=unroll), why))
     return out
 
@@ -206,7 +212,7 @@ def _aligned(f: Features, cands: list[Candidate]) -> list[Candidate]:
     return [
         Candidate(replace(c.config, align=True), c.reason + why)
         for c in cands
-        if c.config.kind == "looped" and c.config.split == 1
+        if c.config.kind == "looped" and c.config.split == 1 and c.config.unroll == 1
     ]
 
 
@@ -245,7 +251,7 @@ def plan(f: Features, h: Heuristics, strategy: str = "auto", sm_count: int = 132
     if strategy == "looped":
         looped = _looped(f, h, register_intensive)
         looped += _split(f, h, looped[0].config, sm_count)
-        looped += _unrolled(f, h, looped)
+        looped += _unrolled(f, h, looped, sm_count)
         return Plan("looped", tuple(looped + _aligned(f, looped)), register_intensive)
     if default == "persistent":
         return Plan(default, tuple(_persistent(f, h)), register_intensive)
@@ -278,5 +284,5 @@ def plan(f: Features, h: Heuristics, strategy: str = "auto", sm_count: int = 132
         cands += _single_pass(f, h, "persistent", xblock, why, fewer_warps=True)
     cands += _split_row(f, h, sm_count)
     cands += _split(f, h, cands[0].config, sm_count)
-    cands += _unrolled(f, h, cands)
+    cands += _unrolled(f, h, cands, sm_count)
     return Plan(default, tuple(cands + _aligned(f, cands)), register_intensive)

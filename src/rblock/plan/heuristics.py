@@ -97,15 +97,18 @@ class Heuristics:
     """Tuner: below this many resident programs per SM (from registers), offer RBLOCK/2 (Inductor's
     _dynamic_scale_rblock); never for persistent_rblock."""
 
-    looped_min_bytes_per_thread: int = 16
-    """Looped: a candidate whose chunk gives each thread less than this to load (one 16-byte vector) gets a twin with
-    its chunk loop unrolled, when the loop's trip count is not a power of two. Triton leaves such a loop rolled, so
-    each thread waits on one small load at a time: sum over dim 0 of (5461, 12288) issues one 4-byte load per loop
-    trip, where (4096, 16384), whose 512 trips LLVM unrolls by itself, issues 29 (SASS for sm_90), and ran 4x faster
-    per trip (trials_run4.json). Not yet calibrated: the tuner measures both."""
+    looped_bytes_in_flight_per_sm: int = 32768
+    """Looped: bytes one loop trip of all resident programs of an SM loads, below which a candidate gets a twin with
+    its chunk loop unrolled until it reaches this (Little's law: ~30 GB/s per SM times ~1 us of memory latency).
+    Few programs (few rows, huge rows, column sums of few column blocks) or small chunks leave each SM waiting on a
+    few loads: sum over dim 0 of (5461, 12288) has 1.5 programs per SM, each with one 4-byte load per thread in
+    flight per trip (SASS for sm_90), and ran at 19% of read (trials_run4.json); softmax of (256, 262144) has 2
+    programs per SM with one 16-byte load per thread each. Triton unrolls none of these loops itself (LLVM did
+    unroll the 512 trips of (4096, 16384): 29 loads in flight, 4x faster per trip). Not yet calibrated: the tuner
+    measures both forms."""
 
-    looped_bytes_in_flight: int = 32
-    """The unrolled twin has this many bytes per thread in flight."""
+    max_threads_per_sm: int = 2048
+    """Resident threads per SM (Hopper, Ampere): the cap on programs per SM in the estimate above."""
 
     looped_max_unroll: int = 8
     """Most chunks of a looped kernel in flight at once (registers for their loads)."""
