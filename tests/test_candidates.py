@@ -107,3 +107,15 @@ def test_tiles_too_small_for_the_row_is_a_clear_error():
         pytest.raises(rblock.InvalidArgument, match="4 tile"),
     ):
         rblock.softmax(x, dim=-1)
+
+
+@pytest.mark.parametrize(
+    ("shape", "dim", "baked"), [((40, 3000), 0, True), ((40, 4096), 0, False), ((3000, 40), 1, False)]
+)
+def test_column_sums_of_odd_widths_know_their_row_count(shape, dim, baked):
+    """Loads contiguous along x are masked by xindex < xnumel: Triton vectorizes them only if it knows xnumel divides
+    by the vector width, which for an argument it knows only for multiples of 16."""
+    with recording(launch=False) as log:
+        rblock.sum(torch.randn(*shape), dim)
+    source = make_program(log[0].graph, log[0].plan.candidates[0].config).stages[0].spec.source
+    assert (f"xnumel = {log[0].graph.xnumel}" in source) == baked

@@ -145,8 +145,12 @@ class _Body:
             return self._split_row_lines()
         g = self.g
         pid = "tl.program_id(0).to(tl.int64)" if g.index_bits == 64 else "tl.program_id(0)"
+        x_contiguous = any(n.op == Op.LOAD and n.attr.x_strides[-1:] == (1,) for n in g.nodes)
         self.out = [
             f"rnumel = {g.rnumel}",
+            # loads contiguous along x: a constant row count keeps xmask's vector width (Triton knows of an
+            # argument only whether it divides by 16)
+            *([f"xnumel = {g.xnumel}"] if x_contiguous and g.xnumel % 16 else []),
             f"xindex = {pid} * XBLOCK + tl.arange(0, XBLOCK)[:, None]",
             "xmask = xindex < xnumel",
             *dim_vars("x", "xindex", g.x_sizes),

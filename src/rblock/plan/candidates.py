@@ -151,7 +151,11 @@ def _looped(f: Features, h: Heuristics, register_intensive: bool) -> list[Candid
     ]
     by_hint = {
         Hint.INNER: [contiguous, wider, *long_rows],
-        Hint.OUTER: [outer, Candidate(Config("looped", 32, min(16, rp2), 4), "outer, 32 rows by 16")],
+        Hint.OUTER: [
+            outer,
+            Candidate(Config("looped", 32, min(16, rp2), 4), "outer, 32 rows by 16"),
+            Candidate(Config("looped", 128, min(8, rp2), 4), "outer, 128 rows by 8: 8 contiguous elements per thread"),
+        ],
         Hint.OUTER_TINY: [tiny],
         Hint.DEFAULT: [contiguous, outer, tiny],
     }
@@ -170,7 +174,7 @@ def _split(f: Features, h: Heuristics, first: Config, sm_count: int) -> list[Can
     per_chunk = -(-f.rnumel // chunks)
     why = f"{programs} program(s) for {sm_count} SMs: {chunks} slices of {per_chunk} per row, then a combine kernel"
     if f.hint in (Hint.OUTER, Hint.OUTER_TINY):
-        shapes = [(64, 8, 8), (32, 16, 4)]
+        shapes = [(64, 8, 8), (32, 16, 4), (128, 8, 4)]
     else:
         r = min(next_pow2(per_chunk), h.max_r0_block)
         shapes = [(1, r, warps_for(h, r)), (1, max(r // 2, 1), warps_for(h, r // 2))]
