@@ -708,6 +708,22 @@ def test_rows_walked_from_16_byte_boundaries_match_pytorch(name, m, n, config, d
         assert_matches(o, e, r)
 
 
+@pytest.mark.parametrize("fn", [torch.argmax, torch.argmin], ids=lambda f: f.__name__)
+@pytest.mark.parametrize("dtype", [torch.float32, torch.int64, torch.int32], ids=str)
+def test_aligned_walks_never_return_a_position_before_the_row(fn, dtype):
+    """Rows equal to the identity everywhere (-inf for argmax, the integer maximum for argmin) tie with the masked
+    lanes of the vector before the row: the row's first element must win."""
+    big = float("-inf") if dtype.is_floating_point and fn is torch.argmax else None
+    if big is None:
+        info = torch.finfo(dtype) if dtype.is_floating_point else torch.iinfo(dtype)
+        big = info.min if fn is torch.argmax else info.max
+    x = torch.full((5, 33), big, dtype=dtype)
+    x[1, 5] = 1
+    with rblock.settings(config=rblock.Config("looped", 1, 16, 4, align=True)):
+        out = rblock.compile(lambda x: fn(x, -1), name=f"walk_{fn.__name__}")(x)
+    torch.testing.assert_close(out, fn(x, -1), rtol=0, atol=0)
+
+
 @pytest.mark.parametrize("view", ["offset", "rows_and_offset"])
 def test_views_walked_from_16_byte_boundaries_match_pytorch(view, dtype, make):
     """A view's storage offset shifts where its rows start: the walk counts it."""

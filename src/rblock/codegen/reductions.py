@@ -129,7 +129,8 @@ def acc_update(g: KernelGraph, i: int, v: str) -> list[str]:
         return lines + [f"{a} = {fn}({a}, tl.where(mask, {v}, {ident}))"]
     if n.op in (Op.ARGMAX, Op.ARGMIN):
         ident, fn = extreme(_operand(g, i), n.op == Op.ARGMAX), "_argmax" if n.op == Op.ARGMAX else "_argmin"
-        idx = "tl.broadcast_to(rindex, [XBLOCK, RBLOCK])"
+        # masked lanes lose every tie: an aligned walk's head lanes have negative positions
+        idx = "tl.broadcast_to(tl.where(mask, rindex, rnumel), [XBLOCK, RBLOCK])"
         return lines + [f"{a}_v, {a}_i = {fn}({a}_v, {a}_i, tl.where(mask, {v}, {ident}), {idx})"]
     if n.op == Op.WELFORD:
         return lines + [

@@ -192,7 +192,7 @@ def _unrolled(f: Features, h: Heuristics, cands: list[Candidate], sm_count: int)
         if cfg.kind != "looped" or cfg.unroll > 1 or chunk_bytes == 0:  # nothing loaded per chunk: empty tensors
             continue
         programs = math.ceil(f.xnumel / cfg.XBLOCK) * cfg.split
-        if programs < h.split_below_sm_fraction * sm_count:  # SMs idle whatever each program loads: split instead
+        if not programs or programs < h.split_below_sm_fraction * sm_count:  # SMs idle whatever each loads: split
             continue
         per_sm = min(programs / sm_count, h.max_threads_per_sm // (32 * cfg.num_warps))
         in_flight = per_sm * chunk_bytes

@@ -418,7 +418,6 @@ class _Lowering:
                 else n
                 for n in nodes
             )
-        # an aligned walk (Config.align) reads to the end of the 16-byte vector that holds a row's last element
-        bits = 64 if max(self.spans, default=0) >= 2**31 - 16 else 32
+        bits = 64 if max(self.spans, default=0) >= 2**31 else 32
         assert all(n.op not in MULTI_OUTPUT_OPS or n.op in REDUCE_OPS for n in nodes)
         return KernelGraph(self.fn, x_sizes, r_sizes, tuple(self.buffers), nodes, bits)
