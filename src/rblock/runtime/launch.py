@@ -53,9 +53,9 @@ def launch(stage: Stage, buffers: list[torch.Tensor]) -> None:
 
 def _check_sync(stage: Stage, buffers: list[torch.Tensor]) -> None:
     """With RBLOCK_DEBUG_SYNC, a split-row launch whose programs gave up waiting raises (its flag is cleared)."""
-    if not stage.spec.max_spins or torch.cuda.is_current_stream_capturing():  # no host reads inside a capture
-        return
     flag = buffers[-1][:1]
+    if not stage.spec.max_spins or (flag.is_cuda and torch.cuda.is_current_stream_capturing()):  # no host reads
+        return
     if int(flag.item()):
         flag.zero_()
         raise SyncTimeout(
