@@ -708,6 +708,18 @@ def test_rows_walked_from_16_byte_boundaries_match_pytorch(name, m, n, config, d
         assert_matches(o, e, r)
 
 
+@pytest.mark.parametrize(
+    "config", [rblock.Config("looped", 1, 16, 4), rblock.Config("looped", 2, 16, 4, unroll=2)], ids=str
+)
+@pytest.mark.parametrize("name", ["softmax", "log_softmax", "rms_norm", "layer_norm"])
+def test_rows_of_one_element_under_a_chunk_longer_than_the_row(name, config, make):
+    """Rows of one element lose their r dim: their outputs are still written once per row."""
+    op = OPS_BY_NAME[name]
+    inputs = op.inputs(make, make(3, 1))
+    out = _run_with_config(op, inputs, config)
+    assert_matches(out, op.torch_fn(*inputs), op.torch_fn(*upcast(inputs)))
+
+
 @pytest.mark.parametrize("fn", [torch.argmax, torch.argmin], ids=lambda f: f.__name__)
 @pytest.mark.parametrize("dtype", [torch.float32, torch.int64, torch.int32], ids=str)
 def test_aligned_walks_never_return_a_position_before_the_row(fn, dtype):

@@ -403,7 +403,9 @@ class _Lowering:
             acc = self.access(leaf, buf, 0)
             if self.nodes[v].rank == Rank.ROW and acc.uses_r:
                 raise UnsupportedOperation(self.fn, f"output {leaf.name} broadcasts a per-row value along r")
-            self.add(Op.STORE, (self.cast(v, dt),), dt, acc, Rank.FULL if acc.uses_r else Rank.ROW)
+            # a full value stored without r strides: rows of one element (r dims of size 1)
+            full = acc.uses_r or self.nodes[v].rank == Rank.FULL
+            self.add(Op.STORE, (self.cast(v, dt),), dt, acc, Rank.FULL if full else Rank.ROW)
             specs.append((tuple(val.shape), tuple(val.stride()), val.dtype))
         return tuple(specs)
 
