@@ -53,8 +53,10 @@ def launch(stage: Stage, buffers: list[torch.Tensor]) -> None:
 
 def _check_sync(stage: Stage, buffers: list[torch.Tensor]) -> None:
     """With RBLOCK_DEBUG_SYNC, a split-row launch whose programs gave up waiting raises (its flag is cleared)."""
-    flag = buffers[-1][:1]
-    if not stage.spec.max_spins or (flag.is_cuda and torch.cuda.is_current_stream_capturing()):  # no host reads
+    if not stage.spec.max_spins:
+        return
+    flag = buffers[-1][:1]  # the sync counters, of which it is the first
+    if flag.is_cuda and torch.cuda.is_current_stream_capturing():  # no host reads inside a capture
         return
     if int(flag.item()):
         flag.zero_()
