@@ -688,6 +688,8 @@ def test_max_and_min_are_exact(name, dtype, strategy, make):
 ALIGN_CONFIGS = [
     rblock.Config("looped", 1, 128, 4, align=True),
     rblock.Config("looped", 4, 64, 2, align=True, unroll=2),  # rows of four different shifts in one program
+    rblock.Config("persistent", 2, 1024, 4, align=True),  # one tile from the boundary: 1001 + 7 <= 1024
+    rblock.Config("persistent_rblock", 1, 1024, 4, align=True, recompute=True),
 ]
 
 
@@ -734,6 +736,13 @@ def test_aligned_walks_never_return_a_position_before_the_row(fn, dtype):
     with rblock.settings(config=rblock.Config("looped", 1, 16, 4, align=True)):
         out = rblock.compile(lambda x: fn(x, -1), name=f"walk_{fn.__name__}")(x)
     torch.testing.assert_close(out, fn(x, -1), rtol=0, atol=0)
+
+
+def test_a_single_pass_walk_needs_a_tile_that_covers_the_row_from_the_boundary():
+    x = torch.randn(3, 1020, dtype=torch.bfloat16)  # rows start up to 7 elements after a boundary: 1027 > 1024
+    with rblock.settings(config=rblock.Config("persistent", 1, 1024, 4, align=True)):
+        with pytest.raises(rblock.InvalidArgument, match="walked from the 16-byte boundary"):
+            rblock.softmax(x, -1)
 
 
 @pytest.mark.parametrize("view", ["offset", "rows_and_offset"])

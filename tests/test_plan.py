@@ -168,6 +168,40 @@ def test_few_programs_or_small_chunks_get_unrolled_twins(op: str, m: int, n: int
     assert all(c.split > 1 for c in twins) or op != "sum" or dim != -1
 
 
+@pytest.mark.parametrize(
+    ("op", "n", "dim", "twins"),
+    [
+        ("softmax", 50257, -1, True),
+        ("rms_norm", 1001, -1, True),
+        ("softmax", 1001, -1, True),  # single pass: 1001 + 7 fits the tile of 1024
+        ("softmax", 50256, -1, False),  # a multiple of 8 elements: aligned already
+        ("sum", 50257, 0, False),  # column sums: rows are not contiguous
+    ],
+)
+def test_rows_off_16_byte_boundaries_get_aligned_twins(op: str, n: int, dim: int, twins: bool):
+    cands = [c.config for c in planned(op, 64, n, dim=dim)[0].plan.candidates]
+    aligned = [c for c in cands if c.align]
+    assert bool(aligned) == twins
+    assert all(replace(c, align=False) in cands for c in aligned)
+    forms = [(c.kind, c.no_rblock_scaling, c.recompute) for c in aligned]
+    assert len(forms) == len(set(forms))  # one twin per form
+
+
+def test_a_single_pass_gets_an_aligned_twin_only_if_its_tile_covers_the_walk():
+    cands = [c.config for c in planned("softmax", 64, 1023)[0].plan.candidates]  # 1023 + 7 > 1024
+    assert cands and all(c.single_pass for c in cands) and not any(c.align for c in cands)
+
+
+def test_align_needs_one_tile_and_no_split():
+    rblock.Config("persistent", 1, 1024, 4, align=True)
+    with pytest.raises(ValueError, match="align"):
+        rblock.Config("looped", 1, 1024, 4, align=True, split=2)
+    with pytest.raises(ValueError, match="align"):
+        rblock.Config("persistent", 1, 1024, 4, align=True, tiles=3)
+    with pytest.raises(ValueError, match="align"):
+        rblock.Config("split_row", 1, 1024, 4, align=True, split=3)
+
+
 def test_unroll_needs_a_looped_kind():
     with pytest.raises(ValueError, match="unroll"):
         rblock.Config("persistent", 1, 1024, 4, unroll=2)

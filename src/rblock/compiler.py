@@ -23,7 +23,7 @@ from rblock.codegen.kernel import KernelSpec, generate, partial_slots
 from rblock.errors import CompileFailed, InvalidArgument
 from rblock.ir import KernelGraph
 from rblock.ir.passes import dead_code, reciprocal_row_divisors, simplify_dims
-from rblock.ir.query import can_split_row
+from rblock.ir.query import can_split_row, misaligned_walk
 from rblock.ir.split import can_split, no_empty_slice, split, uneven_ok
 from rblock.ir.verify import verify
 from rblock.plan import DEFAULT, Config, Heuristics, Plan, plan
@@ -115,12 +115,14 @@ def build(name: str, fn, args: tuple, kwargs: dict, s: settings_mod.Settings, h:
                 f"splits {name}'s rows of {g.rnumel} in {cfg.split}: not possible (slices of equal length, or "
                 "for sums, maxima and minima a shorter last one, none of them empty)",
             )
-        if cfg.single_pass and cfg.RBLOCK * cfg.tiles < -(-g.rnumel // cfg.split):
+        walk = misaligned_walk(g) if cfg.align else None
+        span = -(-g.rnumel // cfg.split) + (walk[1] - 1 if walk else 0)  # a walk starts up to a vector early
+        if cfg.single_pass and cfg.RBLOCK * cfg.tiles < span:
             raise InvalidArgument(
                 "settings",
                 "config",
-                f"is {cfg.kind} with {cfg.tiles} tile(s) of RBLOCK {cfg.RBLOCK}, but {name}'s rows have "
-                f"{-(-g.rnumel // cfg.split)} elements",
+                f"is {cfg.kind} with {cfg.tiles} tile(s) of RBLOCK {cfg.RBLOCK}, but {name}'s rows need {span} "
+                "elements" + (" (walked from the 16-byte boundary below their start)" if walk else ""),
             )
     elif device.interpreted():
         cfg = p.candidates[0].config

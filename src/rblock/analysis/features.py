@@ -42,7 +42,7 @@ class Features:
     splittable: bool  # the reductions can be split over row slices and combined by a second kernel
     unevenly_splittable: bool  # ... also into slices of unequal length (a masked tail)
     row_splittable: bool  # programs holding slices of a row can finish it from each other's partial results
-    misaligned_rows: bool  # a full-size input's rows start off 16-byte boundaries: its loads are not vectorized
+    misaligned_vector: int  # a full-size input's rows start off 16-byte boundaries: its elements per vector (else 0)
 
     def __post_init__(self) -> None:
         assert self.persistent_bytes >= 0 and self.looped_bytes >= self.persistent_bytes, self
@@ -120,5 +120,5 @@ def analyze(g: KernelGraph, heuristics) -> Features:
         splittable=can_split(g),
         unevenly_splittable=can_split(g) and uneven_ok(g),
         row_splittable=can_split_row(g),
-        misaligned_rows=misaligned_walk(g) is not None,
+        misaligned_vector=(misaligned_walk(g) or (0, 0))[1],
     )

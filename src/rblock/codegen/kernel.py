@@ -156,6 +156,12 @@ class _Body:
             *dim_vars("x", "xindex", g.x_sizes),
             f"rbase = tl.arange(0, RBLOCK)[None, :]{'.to(tl.int64)' if g.index_bits == 64 else ''}",
         ]
+        if self.walk:
+            xoff = self._index(self.walk, with_r=False)[0]
+            self.out += [  # whole vectors from the boundary at or below each row's start
+                f"xalign = ({xoff}) // {self.vec} * {self.vec}",
+                f"rshift = {xoff} - xalign",
+            ]
         stores = [i for i, n in enumerate(g.nodes) if n.op == Op.STORE]
         if not self.looped:
             for tile in range(self.tiles):
@@ -170,12 +176,6 @@ class _Body:
                     self.emit(i)
             self.tile = 0
             return self.out
-        if self.walk:
-            xoff = self._index(self.walk, with_r=False)[0]
-            self.out += [  # whole vectors from the boundary at or below each row's start
-                f"xalign = ({xoff}) // {self.vec} * {self.vec}",
-                f"rshift = {xoff} - xalign",
-            ]
         passes = looped_passes(g)
         self.loop_uses = [loads_in_pass(g, p) for p in passes]
         for k, targets in enumerate(passes):

@@ -205,7 +205,8 @@ def single_pass(
         return [f"{t} = tl.reduce({fold(fn, masked(vs, ident))}, 1, {fn})[:, None]"]
     if op in (Op.ARGMAX, Op.ARGMIN):
         ident, fn = extreme(_operand(g, i), op == Op.ARGMAX), "_argmax" if op == Op.ARGMAX else "_argmin"
-        idxs = [f"tl.broadcast_to({r}, [XBLOCK, RBLOCK])" for r in rindexes]
+        # masked lanes lose every tie (an aligned walk's head lanes have negative positions)
+        idxs = [f"tl.broadcast_to(tl.where({m}, {r}, rnumel), [XBLOCK, RBLOCK])" for m, r in zip(masks, rindexes)]
         values = masked(vs, ident)
         lines = [f"{t}_v, {t}_i = {values[0]}, {idxs[0]}"]
         lines += [f"{t}_v, {t}_i = {fn}({t}_v, {t}_i, {v}, {x})" for v, x in zip(values[1:], idxs[1:])]

@@ -208,16 +208,19 @@ def _unrolled(f: Features, h: Heuristics, cands: list[Candidate], sm_count: int)
 
 
 def _aligned(f: Features, cands: list[Candidate]) -> list[Candidate]:
-    """Rows that start off 16-byte boundaries: every looped candidate again, walking each row from the boundary
-    below its start, so that its loads and stores are whole 16-byte vectors but for the row's two ends."""
-    if not f.misaligned_rows:
+    """Rows that start off 16-byte boundaries: the first candidate of each form again, walking each row from the
+    boundary below its start, so that its loads and stores are whole 16-byte vectors but for the row's two ends (a
+    single pass needs its tile to cover the row from there). One twin per form keeps the tuning short."""
+    if not f.misaligned_vector:
         return []
     why = "; rows walked from the 16-byte boundary below their start, in whole vectors"
-    return [
-        Candidate(replace(c.config, align=True), c.reason + why)
-        for c in cands
-        if c.config.kind == "looped" and c.config.split == 1 and c.config.unroll == 1
-    ]
+    forms: dict[tuple, Candidate] = {}
+    for c in cands:
+        cfg = c.config
+        fits = not cfg.single_pass or cfg.RBLOCK >= f.rnumel + f.misaligned_vector - 1
+        if cfg.kind != "split_row" and cfg.split == 1 and cfg.unroll == 1 and cfg.tiles == 1 and fits:
+            forms.setdefault((cfg.kind, cfg.no_rblock_scaling, cfg.recompute), c)
+    return [Candidate(replace(c.config, align=True), c.reason + why) for c in forms.values()]
 
 
 def _split_row(f: Features, h: Heuristics, sm_count: int) -> list[Candidate]:
@@ -251,14 +254,16 @@ def plan(f: Features, h: Heuristics, strategy: str = "auto", sm_count: int = 132
     )
     default = "persistent" if persistent_allowed(f, h) else "looped"
     if strategy == "persistent":
-        return Plan("persistent", tuple(_persistent(f, h)), register_intensive)
+        persistent = _persistent(f, h)
+        return Plan("persistent", tuple(persistent + _aligned(f, persistent)), register_intensive)
     if strategy == "looped":
         looped = _looped(f, h, register_intensive)
         looped += _split(f, h, looped[0].config, sm_count)
         looped += _unrolled(f, h, looped, sm_count)
         return Plan("looped", tuple(looped + _aligned(f, looped)), register_intensive)
     if default == "persistent":
-        return Plan(default, tuple(_persistent(f, h)), register_intensive)
+        persistent = _persistent(f, h)
+        return Plan(default, tuple(persistent + _aligned(f, persistent)), register_intensive)
     cands = _looped(f, h, register_intensive)
     ok, why = seed_applies(f, h)
     rblock = next_pow2(f.rnumel)

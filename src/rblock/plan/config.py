@@ -23,7 +23,7 @@ class Config:
     tiles: int = 1  # single-pass: the row as this many tiles of RBLOCK (a row of 5 * 1024 needs no padding to 8192)
     prefetch: bool = False  # split_row: load the next row's slice before waiting for this row's partial results
     unroll: int = 1  # looped: the chunk loop unrolled this many times, so as many chunks' loads are in flight
-    align: bool = False  # looped: walk each row from the 16-byte boundary below its start, in whole vectors
+    align: bool = False  # walk each row from the 16-byte boundary below its start, in whole vectors
 
     def __post_init__(self) -> None:
         # a split row may have any number of slices (the last one partly masked); a two-kernel split divides rows
@@ -46,8 +46,8 @@ class Config:
             raise ValueError("rblock.Config: prefetch applies to split_row alone")
         if self.unroll > 1 and self.kind != "looped":
             raise ValueError("rblock.Config: unroll applies to looped kernels alone")
-        if self.align and (self.kind != "looped" or self.split > 1):
-            raise ValueError("rblock.Config: align applies to looped kernels that do not split rows")
+        if self.align and (self.kind == "split_row" or self.split > 1 or self.tiles > 1):
+            raise ValueError("rblock.Config: align applies to kernels of one tile that do not split rows")
         if not isinstance(self.tiles, int) or self.tiles < 1:
             raise ValueError(f"rblock.Config: tiles must be a positive int, got {self.tiles!r}")
         if self.tiles > 1 and not self.single_pass:
