@@ -2,7 +2,7 @@
 
 Triton's interpreter runs programs one after another, so a barrier between them would wait forever: there the
 kernel runs as two launches (store the partials; combine and finish), which exercises the slicing, the workspace
-layout, the combines and the loop over rows. The barrier itself runs on the GPU (benchmarks/split_row_check.py);
+layout, the combines and the loop over rows. The barrier itself runs on the GPU (benchmarks/check_candidates.py);
 here it is run only to show that a bounded wait fails with a clear error instead of hanging.
 """
 
