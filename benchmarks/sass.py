@@ -1,9 +1,10 @@
 """Read the machine code of every candidate kernel for one op and shape, without a GPU: each candidate is compiled
-for Hopper (sm_90) by Triton's own toolchain, as a launch on 16-byte aligned tensors would specialize it, and its
-SASS is counted: global loads and stores by width, registers, stack bytes (spills). What a measurement cannot say when no
-GPU is at hand: whether loads are vectorized, whether a loop was unrolled, what spills.
+for Hopper (sm_90) by Triton's own toolchain (cold: a cache of its own), as a launch on 16-byte aligned tensors
+would specialize it, and its SASS is counted: global loads and stores by width, registers, stack bytes (spills),
+and the seconds its compile took. What a measurement cannot say when no GPU is at hand: whether loads are
+vectorized, whether a loop was unrolled, what spills, what takes long to compile.
 
-    python benchmarks/sass.py sum 5461x12288 --dim 0 [--dtype bf16]
+    python benchmarks/sass.py sum 5461x12288 --dim 0 [--dtype bf16] [--kinds looped,split_row]
 """
 
 from __future__ import annotations
@@ -27,7 +28,7 @@ DTYPES = {"bf16": torch.bfloat16, "fp16": torch.float16, "fp32": torch.float32}
 
 COMPILE = textwrap.dedent(
     """
-    import importlib.util, json, os, re, subprocess, sys, tempfile, triton
+    import importlib.util, json, os, re, subprocess, sys, tempfile, time, triton
     from triton.backends.compiler import GPUTarget
     from triton.compiler import ASTSource
     bin_dir = os.path.join(os.path.dirname(triton.__file__), "backends", "nvidia", "bin")
@@ -42,6 +43,7 @@ COMPILE = textwrap.dedent(
             getattr(mod, job["name"]), sig, constexprs={"XBLOCK": job["XBLOCK"], "RBLOCK": job["RBLOCK"]},
             attrs={(i,): [["tt.divisibility", 16]] for i in aligned},
         )
+        start = time.perf_counter()
         try:
             ck = triton.compile(src, target=GPUTarget("cuda", 90, 32), options={"num_warps": job["num_warps"]})
         except Exception as e:
@@ -54,7 +56,8 @@ COMPILE = textwrap.dedent(
             res = subprocess.run([os.path.join(bin_dir, "cuobjdump"), "-res-usage", f.name], capture_output=True, text=True)
         ops = re.findall(r"\\b(LDG|STG)(\\.[A-Z0-9.]+)?", sass.stdout)
         regs, stack = (re.search(k + r":(\\d+)", res.stdout) for k in ("REG", "STACK"))
-        out.append({"n_regs": int(regs.group(1)), "stack": int(stack.group(1)), "ops": ops})
+        out.append({"n_regs": int(regs.group(1)), "stack": int(stack.group(1)), "ops": ops,
+                    "compile_s": time.perf_counter() - start})
     print(json.dumps(out))
     """
 )
@@ -74,6 +77,7 @@ def main() -> None:
     ap.add_argument("shape", help="MxN")
     ap.add_argument("--dim", type=int, default=-1)
     ap.add_argument("--dtype", choices=sorted(DTYPES), default="bf16")
+    ap.add_argument("--kinds", default="", help="only candidates of these kinds (default: all)")
     args = ap.parse_args()
     m, n = map(int, args.shape.split("x"))
     inputs = OPS[args.op].make_inputs(m, n, DTYPES[args.dtype], "cpu")
@@ -83,6 +87,8 @@ def main() -> None:
     tmp = tempfile.mkdtemp()
     for k, compiled in enumerate(log):
         for cand in compiled.plan.candidates:
+            if args.kinds and cand.config.kind not in args.kinds.split(","):
+                continue
             for spec, stage in (
                 (st.spec, st) for st in make_program(compiled.graph, cand.config, interpret=False).stages
             ):
@@ -105,7 +111,8 @@ def main() -> None:
                 labels.append(
                     f"kernel {k} {cand.config}{' ' + spec.name if len(labels) and 'combine' in spec.name else ''}"
                 )
-    env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
+    # a cache of its own, so that every compile is timed cold
+    env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"} | {"TRITON_CACHE_DIR": tmp}
     done = subprocess.run(
         [sys.executable, "-c", COMPILE], input=json.dumps(jobs), capture_output=True, text=True, env=env
     )
@@ -120,7 +127,7 @@ def main() -> None:
             key = f"{op}.{width(suffix)}"
             counts[key] = counts.get(key, 0) + 1
         text = "  ".join(f"{k}x{v}" for k, v in sorted(counts.items()))
-        print(f"{label}: regs {res['n_regs']} stack {res['stack']}  {text}")
+        print(f"{label}: regs {res['n_regs']} stack {res['stack']}  {text}  compiled in {res['compile_s']:.1f} s")
 
 
 if __name__ == "__main__":

@@ -74,6 +74,28 @@ def test_recompute_source_holds_the_row_as_loaded():
     assert "inline_asm" not in interp
 
 
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float32], ids=["bf16", "fp32"])
+@pytest.mark.parametrize("align", [False, True], ids=["plain", "aligned"])
+def test_single_pass_picks_the_class_logit_from_the_row_it_holds(dtype: torch.dtype, align: bool):
+    """No load that waits for the class index's load: the logit comes from the row in registers, also for rows
+    walked from the 16-byte boundary below them, and ignored or out-of-range classes keep their meaning."""
+    torch.manual_seed(7)
+    logits = torch.randn(6, 1001, dtype=dtype)
+    target = torch.randint(0, 1001, (6,))
+    target[1], target[2], target[4] = -100, 1000, 0  # ignored, the last class, the first class
+    cfg = rblock.Config("persistent", 1, 2048 if align else 1024, 4, align=align)
+    with rblock.settings(config=cfg), recording() as log:
+        loss = rblock.cross_entropy(logits, target, reduction="none")
+    body = make_program(log[0].graph, cfg, interpret=False).stages[0].spec.source
+    body = body[body.index("def _rblock") :]
+    assert "picked from the row held" in body and body.count("tl.load(") == 2  # the targets, the logits
+    expected = torch.nn.functional.cross_entropy(logits.double(), target, reduction="none")
+    torch.testing.assert_close(loss.double(), expected, rtol=2e-2 if dtype == torch.bfloat16 else 1e-5, atol=1e-5)
+    with rblock.settings(config=cfg):
+        bad = rblock.cross_entropy(logits, torch.tensor([0, 1, 2, 1001, 4, -5]), reduction="none")
+    assert torch.isnan(bad[3]) and torch.isnan(bad[5]) and torch.isfinite(bad[[0, 1, 2, 4]]).all()
+
+
 TILE_OPS = ["rms_norm", "softmax", "log_softmax", "layer_norm", "cross_entropy", "var", "amax", "logsumexp", "sum"]
 
 

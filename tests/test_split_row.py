@@ -12,7 +12,8 @@ import pytest
 import torch
 
 import rblock
-from rblock.codegen.kernel import KernelSpec, generate
+from rblock.codegen.kernel import generate
+from rblock.codegen.spec import KernelSpec
 from rblock.compiler import make_program, recording
 from rblock.errors import InvalidArgument, SyncTimeout
 from rblock.ops.registry import OPS, max_rel_error

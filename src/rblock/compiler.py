@@ -19,7 +19,8 @@ from torch.utils import _pytree as pytree
 from rblock import __version__
 from rblock import settings as settings_mod
 from rblock.analysis import Features, analyze
-from rblock.codegen.kernel import KernelSpec, generate, partial_slots
+from rblock.codegen.kernel import generate, partial_slots
+from rblock.codegen.spec import KernelSpec
 from rblock.errors import CompileFailed, InvalidArgument
 from rblock.ir import KernelGraph
 from rblock.ir.passes import dead_code, reciprocal_row_divisors, simplify_dims

@@ -207,3 +207,18 @@ def dim_vars(prefix: str, index: str, sizes: tuple[int, ...], suffix: str = "") 
             expr = f"{expr} % {sizes[k]}"
         out.append(f"{prefix}{k}{suffix} = {expr}")
     return out
+
+
+def pick(row: str, pos: str) -> str:
+    """Element `pos` of each row held in registers as `row` (NaN where `pos` is outside the row)."""
+    picked = f"tl.sum(tl.where(rindex == {pos}.to(rindex.dtype), {row}, 0.0), 1)[:, None]"
+    return f'tl.where(({pos} >= 0) & ({pos} < rnumel), {picked}, float("nan"))'
+
+
+def gather(ptr: str, row: str, r_stride: int, pos: str, dt: DType) -> str:
+    """Element `pos` of each row starting at `ptr + row` (NaN where `pos` is outside the row)."""
+    off = pos if r_stride == 1 else f"{pos} * {r_stride}"
+    inside = f"xmask & ({pos} >= 0) & ({pos} < rnumel)"
+    other = 'float("nan")' if dt.is_float else "0"
+    text = f"tl.load({ptr} + ({row} + {off}), {inside}, other={other})"
+    return f"{text}.to(tl.float32)" if dt in (DType.BF16, DType.F16) else text

@@ -15,10 +15,18 @@ loops over rows, so the groups of programs that wait for each other are all runn
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import Literal
-
-from rblock.codegen.emit import HELPERS, ROW_BARRIER, TL_DTYPE, WIDEN, WIDEN_PLAIN, dim_vars, literal, pointwise
+from rblock.codegen.emit import (
+    HELPERS,
+    ROW_BARRIER,
+    TL_DTYPE,
+    WIDEN,
+    WIDEN_PLAIN,
+    dim_vars,
+    gather,
+    literal,
+    pick,
+    pointwise,
+)
 from rblock.codegen.reductions import (
     acc_finish,
     acc_init,
@@ -28,30 +36,10 @@ from rblock.codegen.reductions import (
     split_row_combine,
     split_row_partial,
 )
-from rblock.ir import Access, DType, KernelGraph, Op, Rank
+from rblock.codegen.spec import KernelSpec, Phase
+from rblock.ir import Access, DType, KernelGraph, Node, Op, Rank, query
 from rblock.ir.nodes import POINTWISE_OPS, REDUCE_OPS
-from rblock.ir.query import early_row_loads, full_cone, loads_in_pass, looped_passes, misaligned_walk, reduction_levels
 from rblock.plan.config import Config
-
-# A split_row kernel runs whole ("all"), or, for the interpreter (which runs programs one after another, so a
-# barrier would wait forever), as two launches: one that stores the partial results, one that finishes the rows.
-Phase = Literal["all", "partials", "finish"]
-
-
-@dataclass(frozen=True, slots=True)
-class KernelSpec:
-    """Everything the runtime needs to build and launch a generated kernel, and nothing about how it was made."""
-
-    name: str  # the @triton.jit function in `source`
-    source: str
-    pointer_dtypes: tuple[str, ...]  # element type of each pointer argument, in order; then xnumel
-    XBLOCK: int
-    RBLOCK: int
-    num_warps: int
-    num_stages: int
-    parts: int = 1  # programs per row (split_row): the grid is row groups of this many programs
-    waits: bool = False  # its programs wait for each other: the launch must be co-resident
-    max_spins: int = 0  # polls before a waiting program gives up and raises the error flag (0: it never does)
 
 
 def generate(
@@ -128,7 +116,7 @@ class _Body:
         self.epoch = 0  # recompute: reductions emitted so far
         self.tiles = config.tiles  # single pass: the row as this many [XBLOCK, RBLOCK] tiles
         self.tile = 0  # the tile whose full-size values are being emitted
-        walk = misaligned_walk(g) if config.align else None
+        walk = query.misaligned_walk(g) if config.align else None
         self.walk = g.nodes[walk[0]].attr if walk else None  # align: the access whose rows are walked
         self.vec = walk[1] if walk else 1  # its elements per 16-byte vector
         users = g.users()
@@ -168,7 +156,7 @@ class _Body:
                 self.tile = tile
                 self._r_header("rbase" if tile == 0 else f"rbase + {tile} * RBLOCK")
             self.tile = 0
-            for i in early_row_loads(g):  # issued first, their latency hides behind the row's load and reductions
+            for i in query.early_row_loads(g):  # issued first, their latency hides behind the row's load and reductions
                 self.emit(i)
             for i in stores:
                 for tile in range(self.tiles if g.nodes[i].rank == Rank.FULL else 1):
@@ -176,8 +164,8 @@ class _Body:
                     self.emit(i)
             self.tile = 0
             return self.out
-        passes = looped_passes(g)
-        self.loop_uses = [loads_in_pass(g, p) for p in passes]
+        passes = query.looped_passes(g)
+        self.loop_uses = [query.loads_in_pass(g, p) for p in passes]
         for k, targets in enumerate(passes):
             self._loop(k, targets)
         for i in stores:
@@ -229,9 +217,9 @@ class _Body:
                 wide = ".to(tl.float32)" if n.dtype in (DType.BF16, DType.F16) else ""
                 self.out.append(f"tmp{i} = tmp{i}_next{wide}")
                 self.outer[(i, 0)] = f"tmp{i}"
-        for i in early_row_loads(g):
+        for i in query.early_row_loads(g):
             self.emit(i)
-        reductions = sorted(reduction_levels(g))
+        reductions = sorted(query.reduction_levels(g))
         slots = partial_slots(g)
         if self.phase != "finish":
             for r in reductions:
@@ -257,7 +245,7 @@ class _Body:
             lead = 2**31 - (parts - 1)
             self.out.append(f"_row_barrier(sync_ptr, group, part == 0, {lead}, {self.max_spins})")
         for r in reductions:
-            self.out += split_row_combine(g, r, [k for k, s in enumerate(slots) if s[0] == r])
+            self.out += split_row_combine(g, r, [k for k, s in enumerate(slots) if s[0] == r], parts)
             self.outer[(r, 0)] = f"tmp{r}"
         for i, n in enumerate(g.nodes):
             if n.op == Op.STORE:
@@ -287,8 +275,9 @@ class _Body:
                 *dim_vars("r", "rindex", self.g.r_sizes),
                 "mask = xmask & rmask",
                 f"jvec = jindex // {v} * {v}",
-                f"vmask = xmask & (jvec + {v} <= rnumel + rshift)  # vectors in the row's span, from the boundary",
-                "smask = vmask & (jvec >= rshift)  # ... and of the row alone",
+                f"vmask = xmask & (jvec + {v} <= rnumel + rshift)  # whole vectors of the row's span",
+                "smask = vmask & (jvec >= rshift)  # ... and of the row alone: stored whole",
+                "gmask = xmask & (jvec < rnumel + rshift)  # vectors holding any of the row: loaded whole",
             ]
             return
         self.out.append(f"rindex{s} = {rindex}")
@@ -301,7 +290,7 @@ class _Body:
         g = self.g
         self.pass_index = k
         for t in targets:  # per-row inputs of this pass come from earlier passes: define them up front
-            for dep in full_cone(g, t):
+            for dep in query.full_cone(g, t):
                 if g.nodes[dep].rank != Rank.FULL and g.nodes[dep].op not in REDUCE_OPS:
                     self.emit(dep)
         reductions = [t for t in targets if g.nodes[t].op in REDUCE_OPS]
@@ -356,6 +345,10 @@ class _Body:
         elif n.op == Op.LOAD:
             self.out.append(f"# ir %{i}: load {n.attr}")
             self.out.append(f"{var} = {self._load(i, n.attr, n.dtype)}")
+        elif n.op == Op.GATHER and (row := self._held_row(n)) is not None:
+            # no load that waits on the index's load: the element is picked from the row in registers
+            self.out.append(f"# ir %{i}: gather {n.attr} at %{n.args[0]}, picked from the row held")
+            self.out.append(f"{var} = {pick(self.emit(row), ops[0])}")
         elif n.op == Op.GATHER:
             self.out.append(f"# ir %{i}: gather {n.attr} at %{n.args[0]}")
             self.out.append(f"{var} = {self._gather(n.attr, ops[0], n.dtype)}")
@@ -446,9 +439,8 @@ class _Body:
         mask = f"{row_mask}{t}" if has_x and has_r else f"rmask{t}" if has_r else "xmask" if has_x else None
         policy = self._eviction(i, has_x)
         pol = f", eviction_policy='{policy}'" if policy else ""
-        if self._walks(acc):  # whole vectors, then the row's last partial vector element by element
-            p = f"{self._ptr(acc.buffer)} + (xalign + jindex)"
-            text = f"tl.where(vmask, tl.load({p}, vmask, other=0{pol}), tl.load({p}, mask & ~vmask, other=0{pol}))"
+        if self._walks(acc):  # whole vectors: the row's mask keeps its neighbours' elements out of every use
+            text = f"tl.load({self._ptr(acc.buffer)} + (xalign + jindex), gmask, other=0{pol})"
             return f"{text}.to(tl.float32)" if widen and dt in (DType.BF16, DType.F16) else text
         args = [f"{self._ptr(acc.buffer)} + ({idx})"]
         if mask:
@@ -464,16 +456,14 @@ class _Body:
         later = any(i in uses for uses in self.loop_uses[self.pass_index + 1 :])
         return "evict_last" if later else "evict_first"
 
+    def _held_row(self, gather: Node) -> int | None:
+        """One tile over whole rows: the row load a float gather reads from, if any."""
+        one_tile = not self.looped and not self.split_row and self.tiles == 1
+        return query.held_row(self.g, gather) if one_tile and gather.dtype.is_float else None
+
     def _gather(self, acc: Access, pos: str, dt: DType) -> str:
         idx, has_x, _ = self._index(acc, with_r=False)
-        if not has_x:
-            idx = f"{idx} + 0 * xindex"  # one row: still a [XBLOCK, 1] pointer, like its mask
-        r_stride = acc.r_strides[0]
-        off = pos if r_stride == 1 else f"{pos} * {r_stride}"
-        inside = f"xmask & ({pos} >= 0) & ({pos} < rnumel)"
-        other = 'float("nan")' if dt.is_float else "0"
-        text = f"tl.load({self._ptr(acc.buffer)} + ({idx} + {off}), {inside}, other={other})"
-        return f"{text}.to(tl.float32)" if dt in (DType.BF16, DType.F16) else text
+        return gather(self._ptr(acc.buffer), idx if has_x else f"{idx} + 0 * xindex", acc.r_strides[0], pos, dt)
 
     def _store(self, acc: Access, value: str, dt: DType, rank: Rank) -> list[str]:
         idx, has_x, has_r = self._index(acc)

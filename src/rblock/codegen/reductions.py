@@ -56,8 +56,8 @@ def split_row_partial(g: KernelGraph, i: int, v: str) -> list[str]:
     ]
 
 
-def split_row_combine(g: KernelGraph, i: int, ws: list[int]) -> list[str]:
-    """split_row: the row's result from every slice's partial results (workspaces `ws`)."""
+def split_row_combine(g: KernelGraph, i: int, ws: list[int], parts: int) -> list[str]:
+    """split_row: the row's result from every slice's partial results (workspaces `ws`) of `parts` slices."""
     t, n = f"tmp{i}", g.nodes[i]
     zero = "0.0" if n.op != Op.SUM or n.dtype.is_float else "0"
     ident = {
@@ -75,14 +75,22 @@ def split_row_combine(g: KernelGraph, i: int, ws: list[int]) -> list[str]:
         return lines + [f"{t} = {round16(n, f'tl.sum({t}_q0, 1)[:, None]')}"]
     if n.op in (Op.MAX, Op.MIN):
         return lines + [f"{t} = tl.reduce({t}_q0, 1, {'_maximum' if n.op == Op.MAX else '_minimum'})[:, None]"]
-    if n.op == Op.WELFORD:  # Chan's combine over slices of unequal length
-        return lines + [
-            f"{t}_cnt = tl.minimum(tl.maximum(rnumel - pindex * RBLOCK, 0), RBLOCK).to(tl.float32)",
-            # the mean as the first slice's plus a weighted correction: exact for a constant row
-            f"{t}_ref = tl.sum(tl.where(pindex == 0, {t}_q0, 0.0), 1)[:, None]",
-            f"{t}_0 = {t}_ref + tl.sum(tl.where(pmask, {t}_cnt * ({t}_q0 - {t}_ref), 0.0), 1)[:, None] / rnumel",
-            f"{t}_dev = {t}_q0 - {t}_0",
-            f"{t}_1 = tl.sum({t}_q1 + {t}_cnt * {t}_dev * {t}_dev, 1)[:, None]",
+    if n.op == Op.WELFORD:
+        # Chan's combine over slices of unequal length, one slice at a time: over a [XBLOCK, parts] tile ptxas took
+        # minutes from 4 slices on and spilled. The mean is the first slice's plus a weighted correction (exact for
+        # a constant row).
+        q = 'tl.load(ws_ptr{} + (xindex * parts + {}), xmask, other=0.0, cache_modifier=".cg")'
+        cnt = "tl.minimum(tl.maximum(rnumel - p * RBLOCK, 0), RBLOCK).to(tl.float32)"
+        return lines[:1] + [
+            f"{t}_ref = {q.format(ws[0], 0)}",
+            f"{t}_0 = tl.zeros([XBLOCK, 1], tl.float32)",
+            f"for p in tl.static_range({parts}):",
+            f"    {t}_0 += {cnt} * ({q.format(ws[0], 'p')} - {t}_ref)",
+            f"{t}_0 = {t}_ref + {t}_0 / rnumel",
+            f"{t}_1 = tl.zeros([XBLOCK, 1], tl.float32)",
+            f"for p in tl.static_range({parts}):",
+            f"    {t}_dev = {q.format(ws[0], 'p')} - {t}_0",
+            f"    {t}_1 += {q.format(ws[1], 'p')} + {cnt} * {t}_dev * {t}_dev",
         ]
     return lines + [
         f"{t}_max = tl.reduce({t}_q0, 1, _maximum)[:, None]",

@@ -93,6 +93,11 @@ class Heuristics:
     max_spill_bytes: int = 0
     """Tuner: drop candidates whose ptxas report spills more than this many bytes."""
 
+    compile_wait_s: float = 10.0
+    """Tuner: after this many seconds of compiling the candidates, stop waiting for the rest once one has compiled.
+    ptxas took 172 and 277 s over layer_norm's split-row kernels at (512, 131072), which spill 232 and 336 bytes
+    and would be dropped anyway (`benchmarks/sass.py`, sm_90); every other candidate compiled in under 2 s."""
+
     min_blocks_per_sm: int = 2
     """Tuner: below this many resident programs per SM (from registers), offer RBLOCK/2 (Inductor's
     _dynamic_scale_rblock); never for persistent_rblock."""

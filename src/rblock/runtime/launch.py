@@ -8,7 +8,7 @@ import torch
 from triton import knobs
 from triton.runtime.driver import driver
 
-from rblock.codegen.kernel import KernelSpec
+from rblock.codegen.spec import KernelSpec
 from rblock.errors import SyncTimeout
 from rblock.runtime import device
 from rblock.runtime.loader import load

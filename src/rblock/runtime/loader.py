@@ -8,7 +8,7 @@ import os
 import tempfile
 from pathlib import Path
 
-from rblock.codegen.kernel import KernelSpec
+from rblock.codegen.spec import KernelSpec
 from rblock.settings import cache_dir
 
 _loaded: dict[str, object] = {}

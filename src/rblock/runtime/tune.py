@@ -1,9 +1,10 @@
-"""Autotuner: compile the candidates in parallel, drop failures and spillers, time the rest, keep the fastest."""
+"""Autotuner: compile the candidates in parallel, drop failures, spillers and slow compiles, time the rest, keep the
+fastest."""
 
 from __future__ import annotations
 
-import concurrent.futures
-import os
+import threading
+import time
 from collections.abc import Callable
 from dataclasses import dataclass, replace
 
@@ -54,26 +55,26 @@ def tune(
         except Exception as e:  # out of resources, or a Triton bug: the candidate is skipped, not fatal
             return cfg, e
 
-    resources: dict[Config, tuple[int, int] | Exception] = {}
-    workers = max(1, min(len(candidates), os.cpu_count() or 1))
-    with concurrent.futures.ThreadPoolExecutor(workers) as pool:  # ptxas runs outside the GIL
-        resources.update(pool.map(lambda c: build(c.config), candidates))
+    resources = compile_all([c.config for c in candidates], build, h.compile_wait_s)
 
     todo = list(candidates)
     for c in candidates:  # Inductor's _dynamic_scale_rblock: offer RBLOCK/2 when registers limit occupancy
-        res = resources[c.config]
-        if isinstance(res, Exception) or c.config.no_rblock_scaling or c.config.single_pass or c.config.RBLOCK == 1:
+        res = resources.get(c.config)
+        if not isinstance(res, tuple) or c.config.no_rblock_scaling or c.config.single_pass or c.config.RBLOCK == 1:
             continue
         if regs_per_sm // max(res[0] * 32 * c.config.num_warps, 1) < h.min_blocks_per_sm:
             half = replace(c.config, RBLOCK=c.config.RBLOCK // 2)
-            if half not in resources:
+            if half not in programs:
                 programs[half] = make_program(half)
                 resources[half] = build(half)[1]
                 todo.append(Candidate(half, f"RBLOCK halved: {res[0]} registers/thread limit occupancy"))
 
     trials: list[Trial] = []
     for c in todo:
-        res = resources[c.config]
+        res = resources.get(c.config)
+        if res is None:
+            trials.append(Trial(c.config, c.reason, None, None, None, f"compile abandoned after {h.compile_wait_s} s"))
+            continue
         if isinstance(res, Exception):
             note = f"compile failed: {type(res).__name__}: {res}"[:300]
             trials.append(Trial(c.config, c.reason, None, None, None, note))
@@ -95,3 +96,30 @@ def tune(
     if not timed_trials:
         raise CompileFailed("no candidate compiled: " + "; ".join(t.note for t in trials))
     return min(timed_trials, key=lambda t: t.median_us).config, trials
+
+
+def compile_all(
+    configs: list[Config], build: Callable[[Config], tuple[Config, object]], wait_s: float
+) -> dict[Config, object]:
+    """`build` every config on a thread of its own (ptxas runs outside the GIL). Past `wait_s` seconds, the configs
+    still compiling are left out once one has compiled; their daemon threads finish unobserved."""
+    results: dict[Config, object] = {}
+    changed = threading.Condition()
+
+    def work(cfg: Config) -> None:
+        res = build(cfg)[1]
+        with changed:
+            results[cfg] = res
+            changed.notify_all()
+
+    for cfg in configs:
+        threading.Thread(target=work, args=(cfg,), daemon=True, name=f"rblock-compile {cfg}").start()
+    deadline = time.monotonic() + wait_s
+    with changed:
+        while len(results) < len(configs):
+            compiled = any(not isinstance(r, Exception) for r in results.values())
+            left = deadline - time.monotonic()
+            if compiled and left <= 0:
+                break
+            changed.wait(left if compiled else None)
+        return dict(results)

@@ -1,0 +1,51 @@
+"""The tuner's compile stage: every candidate compiled side by side, slow compiles left out once one has compiled."""
+
+from __future__ import annotations
+
+import threading
+import time
+
+from rblock.plan import Config
+from rblock.runtime.tune import compile_all
+
+FAST, SLOW, FAILING = (Config("looped", 1, r, 4) for r in (256, 512, 1024))
+
+
+def _builder(release: threading.Event):
+    def build(cfg: Config):
+        if cfg == SLOW:
+            release.wait()
+            return cfg, (40, 0)
+        if cfg == FAILING:
+            return cfg, RuntimeError("out of resources")
+        return cfg, (32, 0)
+
+    return build
+
+
+def test_a_compile_past_the_wait_is_left_out_once_one_has_compiled():
+    release = threading.Event()
+    start = time.monotonic()
+    try:
+        results = compile_all([FAST, SLOW, FAILING], _builder(release), wait_s=0.2)
+    finally:
+        release.set()
+    assert time.monotonic() - start < 5
+    assert results[FAST] == (32, 0)
+    assert isinstance(results[FAILING], RuntimeError)
+    assert SLOW not in results
+
+
+def test_with_nothing_compiled_the_wait_goes_on_until_one_has():
+    release = threading.Event()
+    threading.Timer(0.5, release.set).start()
+    results = compile_all([SLOW, FAILING], _builder(release), wait_s=0.05)
+    assert results[SLOW] == (40, 0)
+    assert isinstance(results[FAILING], RuntimeError)
+
+
+def test_within_the_wait_every_compile_is_kept():
+    release = threading.Event()
+    threading.Timer(0.1, release.set).start()
+    results = compile_all([FAST, SLOW, FAILING], _builder(release), wait_s=30)
+    assert set(results) == {FAST, SLOW, FAILING}
