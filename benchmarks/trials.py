@@ -1,7 +1,10 @@
 """Time every candidate the planner proposes, through rblock's own tuner, for many ops and row lengths: the data
-behind the planner's thresholds. Prints each trial and writes OUT_DIR/trials.json.
+behind the planner's thresholds. `--configs` also times configs the planner does not propose (each forced, checked
+against the fp64 reference), to try a form before the planner offers it. Prints each trial and writes
+OUT_DIR/trials.json.
 
     python benchmarks/trials.py OUT_DIR [--ops rms_norm,softmax] [--ns 4096,32768] [--total 67108864] [--dim 0]
+        [--configs '[{"kind": "split_row", "XBLOCK": 1, "RBLOCK": 16384, "num_warps": 16, "split": 2}]']
 """
 
 from __future__ import annotations
@@ -30,13 +33,15 @@ def main() -> None:
     ap.add_argument("--ns", default=",".join(map(str, NS)))
     ap.add_argument("--total", type=int, default=2**26)
     ap.add_argument("--dim", type=int, default=-1, help="reduced dim, for ops that take one (sum over dim 0)")
+    ap.add_argument("--configs", default="[]", help="JSON list of rblock.Config fields, each also timed (forced)")
     args = ap.parse_args()
+    extra = [rblock.Config(**c) for c in json.loads(args.configs)]
     copy, _ = bandwidths()
     print(f"copy {copy:.0f} GB/s", flush=True)
     rows = []
     for op in args.ops.split(","):
         for n in map(int, args.ns.split(",")):
-            rows += point(op, max(args.total // n, 1), n, copy, args.dim if not OPS[op].reduces_rows else -1)
+            rows += point(op, max(args.total // n, 1), n, copy, args.dim if not OPS[op].reduces_rows else -1, extra)
             torch.cuda.empty_cache()
             # written after every point, so a run cut short by a time limit keeps what it measured
             with open(os.path.join(args.out, "trials.json"), "w") as f:
@@ -44,7 +49,7 @@ def main() -> None:
                            "rows": rows}, f, indent=1)  # fmt: skip
 
 
-def point(op: str, m: int, n: int, copy: float, dim: int = -1) -> list[dict]:
+def point(op: str, m: int, n: int, copy: float, dim: int = -1, extra: list = ()) -> list[dict]:
     torch.manual_seed(0)
     rows = []
     inputs = OPS[op].make_inputs(m, n, torch.bfloat16, "cuda")
@@ -68,7 +73,25 @@ def point(op: str, m: int, n: int, copy: float, dim: int = -1) -> list[dict]:
         rows.append({"op": op, "M": m, "N": n, "dim": dim, "kernel": k, "chosen": str(c.config), "trials": trials,
                      "median_us": ms * 1e3, "GBps": gbps, "pct_of_copy": 100 * gbps / copy,
                      "max_rel_error": err, "first_call_s": first})  # fmt: skip
+    for cfg in extra:
+        rows.append(forced(op, inputs, ref, dim, cfg, nbytes, copy))
     return rows
+
+
+def forced(op: str, inputs: list, ref, dim: int, cfg, nbytes: int, copy: float) -> dict:
+    """One config the planner did not propose, forced on every kernel of the op."""
+    row = {"op": op, "M": inputs[0].shape[0], "N": inputs[0].shape[-1], "dim": dim, "forced": str(cfg)}
+    try:
+        with rblock.settings(config=cfg, tune=False):
+            err = max_rel_error(OPS[op].run(inputs, dim), ref)
+            ms = triton.testing.do_bench(lambda: OPS[op].run(inputs, dim), warmup=25, rep=100, return_mode="median")
+        row.update(median_us=ms * 1e3, GBps=nbytes / ms / 1e6, pct_of_copy=100 * nbytes / ms / 1e6 / copy,
+                   max_rel_error=err)  # fmt: skip
+        print(f"   forced {cfg}: {ms * 1e3:.1f} us {row['GBps']:.0f} GB/s, err {err:.1e}", flush=True)
+    except Exception as e:  # a config that does not fit this op or shape: reported, the sweep goes on
+        row["error"] = f"{type(e).__name__}: {e}"[:300]
+        print(f"   forced {cfg}: {row['error']}", flush=True)
+    return row
 
 
 if __name__ == "__main__":

@@ -391,3 +391,23 @@ def test_compile_of_a_function_that_fails_says_so():
     pattern = r"^rblock\.compile\(broken\): tracing failed: RuntimeError: boom"
     with pytest.raises(rblock.UnsupportedOperation, match=pattern):
         rblock.compile(broken)(x2d())
+
+
+def test_triton_imported_before_rblock_without_a_gpu_is_a_clear_error(tmp_path):
+    """Triton's interpreter must be on before triton is imported; if it was imported first, say so instead of failing
+    inside Triton. Imported the other way round, the same call works."""
+    import os
+    import subprocess
+    import sys
+
+    call = "x = torch.randn(2, 300); print(float((rblock.softmax(x, -1) - torch.softmax(x, -1)).abs().max()))"
+    env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
+    env |= {"RBLOCK_CACHE_DIR": str(tmp_path), "RBLOCK_FORCE_INTERPRET": "1"}  # as without a GPU
+    for first, ok in (("import triton, torch, rblock", False), ("import torch, rblock, triton", True)):
+        done = subprocess.run([sys.executable, "-c", f"{first}; {call}"], capture_output=True, text=True, env=env)
+        if ok:
+            assert done.returncode == 0 and float(done.stdout) < 1e-5, done.stderr[-2000:]
+        else:
+            assert done.returncode != 0
+            assert "rblock.errors.RBlockError: rblock: without a CUDA GPU" in done.stderr
+            assert "import rblock first, or set TRITON_INTERPRET=1" in done.stderr

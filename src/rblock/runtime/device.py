@@ -4,9 +4,11 @@ from __future__ import annotations
 
 import functools
 import os
+import sys
 
 import torch
 
+from rblock.errors import RBlockError
 from rblock.settings import force_interpret
 
 
@@ -17,9 +19,25 @@ def interpreted() -> bool:
 
 
 def configure() -> None:
-    """Select the interpreter before any kernel is defined: Triton reads the variable in @triton.jit."""
+    """Select the interpreter before any kernel is defined: Triton reads the variable in @triton.jit, its own
+    library's functions (the combines of tl.sum, tl.max) included, which exist once triton is imported."""
+    global _interpreter_too_late
     if interpreted():
+        _interpreter_too_late = "triton" in sys.modules and os.environ.get("TRITON_INTERPRET") != "1"
         os.environ["TRITON_INTERPRET"] = "1"
+
+
+_interpreter_too_late = False
+
+
+def check_interpreter() -> None:
+    """Raise, rather than fail inside Triton, when the interpreter was asked for after triton was imported."""
+    if _interpreter_too_late:
+        raise RBlockError(
+            "rblock: without a CUDA GPU rblock runs its kernels in Triton's interpreter, which Triton turns on only "
+            "when TRITON_INTERPRET=1 is set before triton is first imported, and triton was imported before "
+            "rblock: import rblock first, or set TRITON_INTERPRET=1 in the environment"
+        )
 
 
 @functools.cache

@@ -9,6 +9,7 @@ import tempfile
 from pathlib import Path
 
 from rblock.codegen.spec import KernelSpec
+from rblock.runtime import device
 from rblock.settings import cache_dir
 
 _loaded: dict[str, object] = {}
@@ -34,6 +35,7 @@ def source_path(spec: KernelSpec) -> Path:
 
 def load(spec: KernelSpec):
     """The @triton.jit function defined by `spec.source`."""
+    device.check_interpreter()
     path = source_path(spec)
     key = str(path)
     if key in _loaded:
