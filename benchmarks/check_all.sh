@@ -8,7 +8,7 @@ export RBLOCK_CACHE_DIR=$(mktemp -d)  # the sweep's own tuning stays cold
 limit=${1:-170}
 tmp=$(mktemp -d)
 for op in rms_norm layer_norm softmax log_softmax cross_entropy fused_add_rms_norm sum var; do
-    timeout "$limit" python3 benchmarks/check_candidates.py "$tmp/$op.json" --ops "$op" --ns 3000,5120,50257 \
+    timeout "$limit" python3 benchmarks/check_candidates.py "$tmp/$op.json" --ops "$op" --ns 3000,5120,24576,50257 \
         --total 16777216 > "$tmp/$op.log" 2>&1 &
 done
 timeout "$limit" python3 benchmarks/check_candidates.py "$tmp/sum_dim0.json" --ops sum --dim 0 \

@@ -8,6 +8,8 @@ here it is run only to show that a bounded wait fails with a clear error instead
 
 from __future__ import annotations
 
+from unittest import mock
+
 import pytest
 import torch
 
@@ -17,6 +19,7 @@ from rblock.codegen.spec import KernelSpec
 from rblock.compiler import make_program, recording
 from rblock.errors import InvalidArgument, SyncTimeout
 from rblock.ops.registry import OPS, max_rel_error
+from rblock.runtime import launch
 from rblock.runtime.launch import Program, Stage, co_resident_groups
 
 OPS_SPLIT = [
@@ -190,7 +193,7 @@ def test_debug_sync_must_be_a_count(monkeypatch):
 
 
 def _spec(warps: int, parts: int) -> KernelSpec:
-    return KernelSpec("k", "", (), 1, 1024, warps, 1, parts, True)
+    return KernelSpec("k", "", (), 1, 1024, warps, 1, parts=parts, loops_rows=True, waits=True)
 
 
 def test_co_resident_groups_follow_registers_threads_and_shared_memory():
@@ -201,9 +204,54 @@ def test_co_resident_groups_follow_registers_threads_and_shared_memory():
     assert co_resident_groups(_spec(8, 4), n_regs=32, shared=100_000) == 132 * 2 // 4  # shared memory allows 2
 
 
-def test_prefetch_only_for_split_rows():
-    with pytest.raises(ValueError, match="prefetch"):
-        rblock.Config("looped", 1, 512, 4, prefetch=True)
+def test_prefetch_only_for_split_rows_and_single_passes_of_one_tile():
+    for bad in (
+        dict(kind="looped"),
+        dict(kind="persistent", tiles=2),
+        dict(kind="persistent", align=True),
+    ):
+        with pytest.raises(ValueError, match="prefetch"):
+            rblock.Config(**(dict(XBLOCK=1, RBLOCK=512, num_warps=4, prefetch=True) | bad))
+    assert rblock.Config("persistent_rblock", 1, 512, 4, prefetch=True).prefetch
+
+
+LOOP_OPS = ["rms_norm", "softmax", "log_softmax", "layer_norm", "cross_entropy", "fused_add_rms_norm", "var", "sum"]
+
+
+@pytest.mark.parametrize(
+    ("dtype", "recompute"), [(torch.float32, False), (torch.bfloat16, False), (torch.bfloat16, True)]
+)
+@pytest.mark.parametrize("op", LOOP_OPS)
+def test_single_pass_looping_over_rows_with_the_next_row_ahead(op: str, dtype: torch.dtype, recompute: bool):
+    """30 rows over 4 programs: each takes 7 or 8 rows, loading its next one (past the last: masked) before
+    reducing this one."""
+    torch.manual_seed(len(op))
+    spec = OPS[op]
+    inputs = spec.make_inputs(30, 1000, dtype, "cpu")
+    inputs[0] = inputs[0] + 3.0
+    cfg = rblock.Config("persistent", 1, 1024, 4, prefetch=True, recompute=recompute)
+    with mock.patch.object(launch, "co_resident_groups", lambda *a: 4), rblock.settings(config=cfg):
+        with recording() as log:
+            out = spec.run(inputs, -1)
+        assert log[0].program.stages[0].grid(inputs) == 4
+    assert max_rel_error(out, spec.reference(inputs, -1)) < TOL[dtype]
+    src = make_program(log[0].graph, cfg, interpret=False).stages[0].spec.source
+    body = src[src.index("for xoffset") :]
+    reduced = min(body.index(k) for k in ("tl.sum(", "tl.reduce(", "_maximum") if k in body)
+    assert body.index("_next = tl.load(") < reduced  # the next row is on its way before this one is reduced
+    assert "_row_barrier(" not in src and "ws_ptr" not in src
+
+
+def test_planner_offers_looping_single_passes_for_long_rows_of_many_rows():
+    def prefetching(m: int, n: int) -> list:
+        with recording(launch=False) as log:
+            rblock.softmax(torch.randn(m, n, dtype=torch.bfloat16), -1)
+        return [c.config for c in log[0].plan.candidates if c.config.prefetch]
+
+    (cfg,) = prefetching(300, 20000)
+    assert cfg.single_pass and cfg.kind != "split_row" and cfg.recompute and cfg.RBLOCK == 32768
+    assert prefetching(100, 20000) == []  # fewer rows than programs that run at once: nothing to loop over
+    assert prefetching(300, 8192) == []  # two rows fit an SM's registers: its programs overlap already
 
 
 def test_prefetch_loads_the_next_row_before_the_barrier():

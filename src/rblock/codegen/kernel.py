@@ -7,10 +7,7 @@ recomputed from them after each reduction. Looped: one `for r0_offset` loop per 
 level (a reduction whose input needs another reduction's result waits for that one's loop), accumulating in
 [XBLOCK, RBLOCK] registers, then a last loop for full-size outputs that re-loads what it needs.
 
-Split row: `parts` programs share each row, one RBLOCK slice each, held in registers. Each reduces its slice,
-stores the partial result to a workspace, waits at the row group's barrier, combines all partials of the row and
-finishes its slice from registers: the row is read once. The grid is co-resident (launched cooperatively) and
-loops over rows, so the groups of programs that wait for each other are all running.
+Bodies whose programs loop over rows (split rows, single passes with `prefetch`) are in `row_loop.py`.
 """
 
 from __future__ import annotations
@@ -33,9 +30,8 @@ from rblock.codegen.reductions import (
     acc_update,
     partial_slots,
     single_pass,
-    split_row_combine,
-    split_row_partial,
 )
+from rblock.codegen.row_loop import RowLoop
 from rblock.codegen.spec import KernelSpec, Phase
 from rblock.ir import Access, DType, KernelGraph, Node, Op, Rank, query
 from rblock.ir.nodes import POINTWISE_OPS, REDUCE_OPS
@@ -90,6 +86,7 @@ def generate(
         config.num_warps,
         config.num_stages,
         config.split if split_row else 1,
+        split_row or config.prefetch,
         split_row and phase == "all",
         max_spins if split_row and phase == "all" else 0,
     )
@@ -99,7 +96,7 @@ def _ordinal(g: KernelGraph, i: int) -> int:
     return sum(1 for b in g.buffers[:i] if b.is_output == g.buffers[i].is_output)
 
 
-class _Body:
+class _Body(RowLoop):
     def __init__(
         self, g: KernelGraph, config: Config, phase: Phase = "all", max_spins: int = 0, interpret: bool = False
     ) -> None:
@@ -129,8 +126,8 @@ class _Body:
 
     # ---- structure ---------------------------------------------------------------------------------------
     def lines(self) -> list[str]:
-        if self.split_row:
-            return self._split_row_lines()
+        if self.split_row or self.cfg.prefetch:
+            return self._row_loop_lines()
         g = self.g
         pid = "tl.program_id(0).to(tl.int64)" if g.index_bits == 64 else "tl.program_id(0)"
         x_contiguous = any(n.op == Op.LOAD and n.attr.x_strides[-1:] == (1,) for n in g.nodes)
@@ -172,93 +169,6 @@ class _Body:
             if g.nodes[i].rank != Rank.FULL:
                 self.emit(i)
         return self.out
-
-    def _split_row_lines(self) -> list[str]:
-        g, parts = self.g, self.cfg.split
-        wide = g.index_bits == 64
-        head = [
-            f"rnumel = {g.rnumel}",
-            f"parts = {parts}  # programs per row, one slice of RBLOCK each",
-            f"pid = tl.program_id(0){'.to(tl.int64)' if wide else ''}",
-            "group = pid // parts",
-            "part = pid % parts",
-            "groups = tl.num_programs(0) // parts",
-            "rindex = part * RBLOCK + tl.arange(0, RBLOCK)[None, :]",
-            "rmask = rindex < rnumel",
-            *dim_vars("r", "rindex", g.r_sizes),
-            f"pindex = tl.arange(0, {1 << (parts - 1).bit_length()})[None, :]  # the row's partial results",
-            "pmask = pindex < parts",
-            "for xoffset in range(group * XBLOCK, xnumel, groups * XBLOCK):  # this group's rows",
-        ]
-        if self.interpret:  # the interpreter's range() takes no tensor bounds; its `while` does
-            head[-1:] = ["xoffset = group * XBLOCK", "while xoffset < xnumel:  # this group's rows"]
-        self.out = [
-            "xindex = xoffset + tl.arange(0, XBLOCK)[:, None]",
-            "xmask = xindex < xnumel",
-            *dim_vars("x", "xindex", g.x_sizes),
-            "mask = xmask & rmask",
-            "owner = xmask & (part == 0)  # the program that stores per-row outputs",
-        ]
-        ahead = [i for i, n in enumerate(g.nodes) if self._prefetched(n)]
-        if ahead:  # the group's first row is loaded before the loop, each next row while waiting at the barrier
-            head[-1:-1] = [
-                "xindex = group * XBLOCK + tl.arange(0, XBLOCK)[:, None]",
-                *dim_vars("x", "xindex", g.x_sizes),
-                "mask = (xindex < xnumel) & rmask",
-                *[f"tmp{i}_next = {self._load(i, g.nodes[i].attr, g.nodes[i].dtype, widen=False)}" for i in ahead],
-            ]
-            for i in ahead:
-                n = g.nodes[i]
-                self.out.append(f"# ir %{i}: load {n.attr}, loaded one round ahead")
-                if self._holds_raw(n):  # widened where used
-                    self.out.append(f"tmp{i}_raw = tmp{i}_next")
-                    self.raw[(i, 0)] = f"tmp{i}_raw"
-                    continue
-                wide = ".to(tl.float32)" if n.dtype in (DType.BF16, DType.F16) else ""
-                self.out.append(f"tmp{i} = tmp{i}_next{wide}")
-                self.outer[(i, 0)] = f"tmp{i}"
-        for i in query.early_row_loads(g):
-            self.emit(i)
-        reductions = sorted(query.reduction_levels(g))
-        slots = partial_slots(g)
-        if self.phase != "finish":
-            for r in reductions:
-                n = self.g.nodes[r]
-                self.out.append(f"# ir %{r}: {n.op.name.lower()} %{n.args[0]}, this slice")
-                self.out += split_row_partial(g, r, self.emit(n.args[0]))
-            for k, (r, j, _) in enumerate(slots):
-                self.out.append(f"tl.store(ws_ptr{k} + (xindex * parts + part), tmp{r}_p{j}, xmask)")
-        if ahead:
-            self.out += [
-                "xnext = xindex + groups * XBLOCK",
-                *dim_vars("xn", "xnext", g.x_sizes),
-                "mask_next = (xnext < xnumel) & rmask",
-            ]
-            for i in ahead:
-                n = g.nodes[i]
-                load = self._load(i, n.attr, n.dtype, widen=False, x="xn", row_mask="mask_next")
-                self.out.append(f"tmp{i}_next = {load}")
-        if self.phase == "partials":
-            return head + [f"    {line}" for line in self._next_round()]
-        self._next_epoch()  # recompute: full-size values are widened again after the barrier, not held across it
-        if self.phase == "all":
-            lead = 2**31 - (parts - 1)
-            self.out.append(f"_row_barrier(sync_ptr, group, part == 0, {lead}, {self.max_spins})")
-        for r in reductions:
-            self.out += split_row_combine(g, r, [k for k, s in enumerate(slots) if s[0] == r], parts)
-            self.outer[(r, 0)] = f"tmp{r}"
-        for i, n in enumerate(g.nodes):
-            if n.op == Op.STORE:
-                self.emit(i)
-        return head + [f"    {line}" for line in self._next_round()]
-
-    def _next_round(self) -> list[str]:
-        """The row loop's body, stepping its own offset in the interpreter's `while` form."""
-        return self.out + (["xoffset += groups * XBLOCK"] if self.interpret else [])
-
-    def _prefetched(self, n) -> bool:
-        """split_row with prefetch: the row's own full-size loads (not those shared by all rows)."""
-        return self.cfg.prefetch and n.op == Op.LOAD and n.rank == Rank.FULL and any(n.attr.x_strides)
 
     def _sfx(self) -> str:
         """Suffix of the current tile's names (none for one tile)."""

@@ -22,5 +22,6 @@ class KernelSpec:
     num_warps: int
     num_stages: int
     parts: int = 1  # programs per row (split_row): the grid is row groups of this many programs
+    loops_rows: bool = False  # programs loop over rows (split_row, prefetch): the grid is what runs at once
     waits: bool = False  # its programs wait for each other: the launch must be co-resident
     max_spins: int = 0  # polls before a waiting program gives up and raises the error flag (0: it never does)

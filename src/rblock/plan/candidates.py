@@ -218,9 +218,25 @@ def _aligned(f: Features, cands: list[Candidate]) -> list[Candidate]:
     for c in cands:
         cfg = c.config
         fits = not cfg.single_pass or cfg.RBLOCK >= f.rnumel + f.misaligned_vector - 1
-        if cfg.kind != "split_row" and cfg.split == 1 and cfg.unroll == 1 and cfg.tiles == 1 and fits:
+        plain = cfg.split == 1 and cfg.unroll == 1 and cfg.tiles == 1 and not cfg.prefetch
+        if cfg.kind != "split_row" and plain and fits:
             forms.setdefault((cfg.kind, cfg.no_rblock_scaling, cfg.recompute), c)
     return [Candidate(replace(c.config, align=True), c.reason + why) for c in forms.values()]
+
+
+def _prefetching(f: Features, h: Heuristics, cands: list[Candidate], sm_count: int) -> list[Candidate]:
+    """Rows so long that one or two programs fill an SM, and rows enough for each program to take several: the first
+    single pass of one tile again, its programs looping over rows and loading the next one before reducing this one
+    (16-bit inputs held as loaded, so that two rows fit)."""
+    if f.xnumel < 2 * sm_count:
+        return []
+    for c in cands:
+        cfg = c.config
+        one_tile = cfg.kind != "split_row" and cfg.tiles == 1 and not cfg.align
+        if cfg.single_pass and one_tile and cfg.XBLOCK * cfg.RBLOCK >= h.prefetch_min_tile:
+            why = "; programs loop over rows, each loading its next row before reducing this one"
+            return [Candidate(replace(cfg, prefetch=True, recompute=f.narrow_loads or cfg.recompute), c.reason + why)]
+    return []
 
 
 def _split_row(f: Features, h: Heuristics, sm_count: int) -> list[Candidate]:
@@ -255,6 +271,7 @@ def plan(f: Features, h: Heuristics, strategy: str = "auto", sm_count: int = 132
     default = "persistent" if persistent_allowed(f, h) else "looped"
     if strategy == "persistent":
         persistent = _persistent(f, h)
+        persistent += _prefetching(f, h, persistent, sm_count)
         return Plan("persistent", tuple(persistent + _aligned(f, persistent)), register_intensive)
     if strategy == "looped":
         looped = _looped(f, h, register_intensive)
@@ -263,6 +280,7 @@ def plan(f: Features, h: Heuristics, strategy: str = "auto", sm_count: int = 132
         return Plan("looped", tuple(looped + _aligned(f, looped)), register_intensive)
     if default == "persistent":
         persistent = _persistent(f, h)
+        persistent += _prefetching(f, h, persistent, sm_count)
         return Plan(default, tuple(persistent + _aligned(f, persistent)), register_intensive)
     cands = _looped(f, h, register_intensive)
     ok, why = seed_applies(f, h)
@@ -291,6 +309,7 @@ def plan(f: Features, h: Heuristics, strategy: str = "auto", sm_count: int = 132
     elif f.online_reductions and f.rnumel <= h.online_single_pass_max_rnumel:
         why = "one pass: looped, the online reduction costs two exps or a division per element"
         cands += _single_pass(f, h, "persistent", xblock, why, fewer_warps=True)
+    cands += _prefetching(f, h, cands, sm_count)
     cands += _split_row(f, h, sm_count)
     cands += _split(f, h, cands[0].config, sm_count)
     cands += _unrolled(f, h, cands, sm_count)

@@ -21,7 +21,8 @@ class Config:
     split: int = 1  # > 1: slices per row reduced in parallel; looped: by a first kernel, combined by a second
     recompute: bool = False  # single-pass: hold 16-bit inputs as loaded, recompute full-size values after reductions
     tiles: int = 1  # single-pass: the row as this many tiles of RBLOCK (a row of 5 * 1024 needs no padding to 8192)
-    prefetch: bool = False  # split_row: load the next row's slice before waiting for this row's partial results
+    prefetch: bool = False  # programs loop over rows, loading their next row (slice) before reducing (or waiting
+    # for the partial results of) this one
     unroll: int = 1  # looped: the chunk loop unrolled this many times, so as many chunks' loads are in flight
     align: bool = False  # walk each row from the 16-byte boundary below its start, in whole vectors
 
@@ -42,8 +43,10 @@ class Config:
             )
         if self.kind == "split_row" and self.tiles > 1:
             raise ValueError("rblock.Config: split_row takes no tiles")
-        if self.prefetch and self.kind != "split_row":
-            raise ValueError("rblock.Config: prefetch applies to split_row alone")
+        if self.prefetch and (not self.single_pass or self.tiles > 1 or self.align):
+            raise ValueError(
+                "rblock.Config: prefetch applies to split_row and to single passes of one tile, not aligned"
+            )
         if self.unroll > 1 and self.kind != "looped":
             raise ValueError("rblock.Config: unroll applies to looped kernels alone")
         if self.align and (self.kind == "split_row" or self.split > 1 or self.tiles > 1):

@@ -140,6 +140,13 @@ class Heuristics:
     split_row_max_slice: int = 32768
     """Largest slice one split_row program holds (the register bound of persistent_rblock)."""
 
+    prefetch_min_tile: int = 16384
+    """Single-pass tiles of at least this many elements (one or two programs per SM) also get a twin whose programs
+    loop over rows and load their next row before reducing this one. Measured without it (trials_run1-3.json):
+    softmax (2048, 32768) 91.7 us, 5.9 us per row and SM where moving the row's bytes takes 4.2; (2730, 24576)
+    101 us, 4.9 against 3.1: about 1.8 us per row in which the SM's one program waits on a load or a reduction and
+    memory idles. Not yet measured with it."""
+
     split_row_max_parts_per_sm: float = 0.5
     """A split row spans at most this many programs per SM, so that several row groups run at once."""
 

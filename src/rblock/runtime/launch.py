@@ -67,8 +67,8 @@ def _check_sync(stage: Stage, buffers: list[torch.Tensor]) -> None:
 
 
 def co_resident_groups(spec: KernelSpec, n_regs: int, shared: int) -> int:
-    """How many row groups of a split-row kernel run at once on this device: programs per SM from registers,
-    threads and shared memory, times the SMs, in whole groups."""
+    """How many row groups of a kernel that loops over rows run at once on this device: programs per SM from
+    registers, threads and shared memory, times the SMs, in whole groups (of one program but for split rows)."""
     p = device.device_properties()
     threads = 32 * spec.num_warps
     regs_per_program = -(-n_regs // 8) * 8 * threads  # registers are allocated in steps of 8 per thread
@@ -112,16 +112,17 @@ class Stage:
         return ck
 
     def _set_groups(self, n_regs: int, shared: int) -> None:
-        if self.spec.parts > 1:
+        if self.spec.loops_rows:
             groups = co_resident_groups(self.spec, n_regs, shared)
             if groups < 1:
                 raise ValueError(f"{self.spec.name}: {self.spec.parts} programs per row cannot all run at once here")
             object.__setattr__(self, "groups", groups)
 
     def grid(self, buffers: list[torch.Tensor]) -> int:
-        """Programs to launch: one per XBLOCK rows, or for a split row as many whole groups as run at once."""
+        """Programs to launch: one per XBLOCK rows, or for kernels that loop over rows as many (whole groups of a
+        split row) as run at once."""
         rows = (self.xnumel + self.spec.XBLOCK - 1) // self.spec.XBLOCK
-        if self.spec.parts == 1:
+        if not self.spec.loops_rows:
             return rows
         if self.groups is None:
             self.compile(buffers)

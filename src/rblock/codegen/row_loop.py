@@ -1,0 +1,115 @@
+"""Bodies whose programs loop over rows; the grid is as many programs as run at once.
+
+Split row: `parts` programs share each row, one RBLOCK slice each, held in registers. Each reduces its slice,
+stores the partial result to a workspace, waits at the row group's barrier, combines all partials of the row and
+finishes its slice from registers: the row is read once. The launch is cooperative, so the groups of programs that
+wait for each other are all running. Single pass with `prefetch`: one program per row at a time, which loads its
+next row before reducing this one, so that memory keeps working while an SM's one or two programs reduce.
+"""
+
+from __future__ import annotations
+
+from rblock.codegen.emit import dim_vars
+from rblock.codegen.reductions import partial_slots, split_row_combine, split_row_partial
+from rblock.ir import DType, Op, Rank, query
+
+
+class RowLoop:
+    """Mixed into the kernel body (`codegen.kernel._Body`), whose state and emitters it uses."""
+
+    def _row_loop_lines(self) -> list[str]:
+        g, parts = self.g, self.cfg.split if self.split_row else 1
+        wide = g.index_bits == 64
+        head = [
+            f"rnumel = {g.rnumel}",
+            f"parts = {parts}  # programs per row, one slice of RBLOCK each",
+            f"pid = tl.program_id(0){'.to(tl.int64)' if wide else ''}",
+            "group = pid // parts",
+            "part = pid % parts",
+            "groups = tl.num_programs(0) // parts",
+            "rindex = part * RBLOCK + tl.arange(0, RBLOCK)[None, :]",
+            "rmask = rindex < rnumel",
+            *dim_vars("r", "rindex", g.r_sizes),
+            f"pindex = tl.arange(0, {1 << (parts - 1).bit_length()})[None, :]  # the row's partial results",
+            "pmask = pindex < parts",
+            "for xoffset in range(group * XBLOCK, xnumel, groups * XBLOCK):  # this group's rows",
+        ]
+        if not self.split_row:  # one program per row: no partial results
+            head[-3:-1] = []
+        if self.interpret:  # the interpreter's range() takes no tensor bounds; its `while` does
+            head[-1:] = ["xoffset = group * XBLOCK", "while xoffset < xnumel:  # this group's rows"]
+        self.out = [
+            "xindex = xoffset + tl.arange(0, XBLOCK)[:, None]",
+            "xmask = xindex < xnumel",
+            *dim_vars("x", "xindex", g.x_sizes),
+            "mask = xmask & rmask",
+            *(["owner = xmask & (part == 0)  # the program that stores per-row outputs"] if self.split_row else []),
+        ]
+        ahead = [i for i, n in enumerate(g.nodes) if self._prefetched(n)]
+        if ahead:  # the first row is loaded before the loop, each next row while this one is reduced or waits
+            head[-1:-1] = [
+                "xindex = group * XBLOCK + tl.arange(0, XBLOCK)[:, None]",
+                *dim_vars("x", "xindex", g.x_sizes),
+                "mask = (xindex < xnumel) & rmask",
+                *[f"tmp{i}_next = {self._load(i, g.nodes[i].attr, g.nodes[i].dtype, widen=False)}" for i in ahead],
+            ]
+            for i in ahead:
+                n = g.nodes[i]
+                self.out.append(f"# ir %{i}: load {n.attr}, loaded one round ahead")
+                if self._holds_raw(n):  # widened where used
+                    self.out.append(f"tmp{i}_raw = tmp{i}_next")
+                    self.raw[(i, 0)] = f"tmp{i}_raw"
+                    continue
+                wide = ".to(tl.float32)" if n.dtype in (DType.BF16, DType.F16) else ""
+                self.out.append(f"tmp{i} = tmp{i}_next{wide}")
+                self.outer[(i, 0)] = f"tmp{i}"
+        if not self.split_row:  # the next row's loads go out before this row's reductions, then the row as usual
+            self.out += self._next_row_loads(ahead)
+            for i in [*query.early_row_loads(g), *(i for i, n in enumerate(g.nodes) if n.op == Op.STORE)]:
+                self.emit(i)
+            return head + [f"    {line}" for line in self._next_round()]
+        for i in query.early_row_loads(g):
+            self.emit(i)
+        reductions = sorted(query.reduction_levels(g))
+        slots = partial_slots(g)
+        if self.phase != "finish":
+            for r in reductions:
+                n = self.g.nodes[r]
+                self.out.append(f"# ir %{r}: {n.op.name.lower()} %{n.args[0]}, this slice")
+                self.out += split_row_partial(g, r, self.emit(n.args[0]))
+            for k, (r, j, _) in enumerate(slots):
+                self.out.append(f"tl.store(ws_ptr{k} + (xindex * parts + part), tmp{r}_p{j}, xmask)")
+        self.out += self._next_row_loads(ahead)
+        if self.phase == "partials":
+            return head + [f"    {line}" for line in self._next_round()]
+        self._next_epoch()  # recompute: full-size values are widened again after the barrier, not held across it
+        if self.phase == "all":
+            lead = 2**31 - (parts - 1)
+            self.out.append(f"_row_barrier(sync_ptr, group, part == 0, {lead}, {self.max_spins})")
+        for r in reductions:
+            self.out += split_row_combine(g, r, [k for k, s in enumerate(slots) if s[0] == r], parts)
+            self.outer[(r, 0)] = f"tmp{r}"
+        for i, n in enumerate(g.nodes):
+            if n.op == Op.STORE:
+                self.emit(i)
+        return head + [f"    {line}" for line in self._next_round()]
+
+    def _next_row_loads(self, ahead: list[int]) -> list[str]:
+        """prefetch: the loads of this program's next row (masked past the last row)."""
+        if not ahead:
+            return []
+        lines = ["xnext = xindex + groups * XBLOCK", *dim_vars("xn", "xnext", self.g.x_sizes)]
+        lines.append("mask_next = (xnext < xnumel) & rmask")
+        for i in ahead:
+            n = self.g.nodes[i]
+            load = self._load(i, n.attr, n.dtype, widen=False, x="xn", row_mask="mask_next")
+            lines.append(f"tmp{i}_next = {load}")
+        return lines
+
+    def _next_round(self) -> list[str]:
+        """The row loop's body, stepping its own offset in the interpreter's `while` form."""
+        return self.out + (["xoffset += groups * XBLOCK"] if self.interpret else [])
+
+    def _prefetched(self, n) -> bool:
+        """prefetch: the row's own full-size loads (not those shared by all rows)."""
+        return self.cfg.prefetch and n.op == Op.LOAD and n.rank == Rank.FULL and any(n.attr.x_strides)
