@@ -403,8 +403,15 @@ def test_triton_imported_before_rblock_without_a_gpu_is_a_clear_error(tmp_path):
     call = "x = torch.randn(2, 300); print(float((rblock.softmax(x, -1) - torch.softmax(x, -1)).abs().max()))"
     env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
     env |= {"RBLOCK_CACHE_DIR": str(tmp_path), "RBLOCK_FORCE_INTERPRET": "1"}  # as without a GPU
-    for first, ok in (("import triton, torch, rblock", False), ("import torch, rblock, triton", True)):
-        done = subprocess.run([sys.executable, "-c", f"{first}; {call}"], capture_output=True, text=True, env=env)
+    cases = (
+        ("import triton, torch, rblock", {}, False),
+        ("import torch, rblock, triton", {}, True),
+        ("import triton, torch, rblock", {"TRITON_INTERPRET": "true"}, True),  # on before triton: fine
+        ("import os, triton, torch; os.environ['TRITON_INTERPRET'] = '1'; import rblock", {}, False),  # too late
+    )
+    for first, extra, ok in cases:
+        cmd = [sys.executable, "-c", f"{first}; {call}"]
+        done = subprocess.run(cmd, capture_output=True, text=True, env=env | extra)
         if ok:
             assert done.returncode == 0 and float(done.stdout) < 1e-5, done.stderr[-2000:]
         else:

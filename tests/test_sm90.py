@@ -81,6 +81,7 @@ def test_every_candidate_compiles_for_sm90(tmp_path):
     assert len(jobs) >= 20
     assert any("_combine" in j["name"] for j in jobs)  # split reductions are among the candidates
     assert any("split_row" in j["config"] for j in jobs)
+    assert any("prefetch" in j["config"] and "split_row" not in j["config"] for j in jobs)  # looping single passes
 
 
 def _arg_names(spec):

@@ -80,6 +80,21 @@ def test_planner_splits_few_rows_and_column_sums():
     assert all(c.config.split == 1 for c in many_rows.candidates)
 
 
+def test_a_row_that_gathers_is_not_split():
+    """A gather's position is along the whole row: a slice would read at the wrong place, so it is not split."""
+    x = torch.randn(3, 64)
+    i = torch.tensor([[1], [40], [63]])
+
+    def f(x, i):
+        return (x - x.gather(1, i)).sum(-1)
+
+    assert not can_split(graph_of(f, x, i))
+    with rblock.settings(config=rblock.Config("looped", 1, 16, 4, split=2)):
+        with pytest.raises(rblock.InvalidArgument, match="splits"):
+            rblock.compile(f)(x, i)
+    torch.testing.assert_close(rblock.compile(f)(x, i), f(x, i), rtol=1e-5, atol=1e-4)
+
+
 def test_impossible_split_is_refused():
     with rblock.settings(config=rblock.Config("looped", 1, 64, 4, split=4)):
         with pytest.raises(rblock.InvalidArgument, match="splits"):

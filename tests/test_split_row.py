@@ -94,6 +94,20 @@ def test_slices_without_finite_values_and_nan_rows():
     torch.testing.assert_close(out.double(), ref, rtol=1e-5, atol=1e-7, equal_nan=True)
 
 
+@pytest.mark.parametrize(("dtype", "form"), FORMS, ids=[f"{str(d)[6:]}-{f or 'plain'}" for d, f in FORMS])
+def test_split_row_cross_entropy_gathers_along_the_whole_row(dtype: torch.dtype, form: str):
+    """Every program of a row reads the class's logit at its position in the whole row, wherever its slice is."""
+    torch.manual_seed(3)
+    x = torch.randn(30, 2500, dtype=dtype) + 3.0
+    target = torch.randint(0, 2500, (30,))
+    target[4], target[7], target[8] = -100, 2499, 0  # ignored, in the short last slice, in the first slice
+    cfg = rblock.Config("split_row", 1, 512, 4, split=5, prefetch="prefetch" in form, recompute="recompute" in form)
+    with rblock.settings(config=cfg):
+        loss = rblock.cross_entropy(x, target, reduction="none")
+    ref = torch.nn.functional.cross_entropy(x.double(), target, reduction="none")
+    assert max_rel_error(loss, ref) < TOL[dtype]
+
+
 def test_constant_rows_have_no_variance_over_uneven_slices():
     """Slices of 512 and a shorter last one: the combined mean of a constant row is that constant exactly, so its
     variance is 0 and layer_norm gives the bias (a mean combined as a weighted sum of slice means is off by an ulp
@@ -209,6 +223,7 @@ def test_prefetch_only_for_split_rows_and_single_passes_of_one_tile():
         dict(kind="looped"),
         dict(kind="persistent", tiles=2),
         dict(kind="persistent", align=True),
+        dict(kind="persistent", split=2),
     ):
         with pytest.raises(ValueError, match="prefetch"):
             rblock.Config(**(dict(XBLOCK=1, RBLOCK=512, num_warps=4, prefetch=True) | bad))

@@ -49,3 +49,12 @@ def test_within_the_wait_every_compile_is_kept():
     threading.Timer(0.1, release.set).start()
     results = compile_all([FAST, SLOW, FAILING], _builder(release), wait_s=30)
     assert set(results) == {FAST, SLOW, FAILING}
+
+
+def test_a_config_proposed_twice_is_compiled_once():
+    """Two candidates may share a config (with different reasons); waiting for both results would never end."""
+    start = time.monotonic()
+    assert compile_all([FAST, FAST], _builder(threading.Event()), wait_s=30) == {FAST: (32, 0)}
+    failed = compile_all([FAILING, FAILING], _builder(threading.Event()), wait_s=0.05)
+    assert isinstance(failed[FAILING], RuntimeError)
+    assert time.monotonic() - start < 5

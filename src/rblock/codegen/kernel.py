@@ -186,8 +186,7 @@ class _Body(RowLoop):
                 "mask = xmask & rmask",
                 f"jvec = jindex // {v} * {v}",
                 f"vmask = xmask & (jvec + {v} <= rnumel + rshift)  # whole vectors of the row's span",
-                "smask = vmask & (jvec >= rshift)  # ... and of the row alone: stored whole",
-                "gmask = xmask & (jvec < rnumel + rshift)  # vectors holding any of the row: loaded whole",
+                "smask = vmask & (jvec >= rshift)  # ... and of the row alone",
             ]
             return
         self.out.append(f"rindex{s} = {rindex}")
@@ -349,8 +348,9 @@ class _Body(RowLoop):
         mask = f"{row_mask}{t}" if has_x and has_r else f"rmask{t}" if has_r else "xmask" if has_x else None
         policy = self._eviction(i, has_x)
         pol = f", eviction_policy='{policy}'" if policy else ""
-        if self._walks(acc):  # whole vectors: the row's mask keeps its neighbours' elements out of every use
-            text = f"tl.load({self._ptr(acc.buffer)} + (xalign + jindex), gmask, other=0{pol})"
+        if self._walks(acc):  # whole vectors, then the row's last partial vector element by element
+            p = f"{self._ptr(acc.buffer)} + (xalign + jindex)"
+            text = f"tl.where(vmask, tl.load({p}, vmask, other=0{pol}), tl.load({p}, mask & ~vmask, other=0{pol}))"
             return f"{text}.to(tl.float32)" if widen and dt in (DType.BF16, DType.F16) else text
         args = [f"{self._ptr(acc.buffer)} + ({idx})"]
         if mask:

@@ -28,10 +28,12 @@ class SplitKernels:
 
 
 def can_split(g: KernelGraph) -> bool:
-    """One r dim, one level of SUM/MAX/MIN/WELFORD reductions, and only per-row outputs."""
+    """One r dim, one level of SUM/MAX/MIN/WELFORD reductions, only per-row outputs, and no gathers (whose
+    positions are along the whole row, not a slice)."""
     levels = reduction_levels(g)
     return (
         len(g.r_sizes) == 1
+        and not any(n.op == Op.GATHER for n in g.nodes)
         and bool(levels)
         and set(levels.values()) == {1}
         and all(g.nodes[r].op in SPLITTABLE for r in levels)

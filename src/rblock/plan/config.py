@@ -43,9 +43,10 @@ class Config:
             )
         if self.kind == "split_row" and self.tiles > 1:
             raise ValueError("rblock.Config: split_row takes no tiles")
-        if self.prefetch and (not self.single_pass or self.tiles > 1 or self.align):
+        one_tile = self.kind == "split_row" or (self.split == 1 and self.tiles == 1 and not self.align)
+        if self.prefetch and not (self.single_pass and one_tile):
             raise ValueError(
-                "rblock.Config: prefetch applies to split_row and to single passes of one tile, not aligned"
+                "rblock.Config: prefetch applies to split_row and to unsplit, unaligned single passes of one tile"
             )
         if self.unroll > 1 and self.kind != "looped":
             raise ValueError("rblock.Config: unroll applies to looped kernels alone")

@@ -23,8 +23,18 @@ def configure() -> None:
     library's functions (the combines of tl.sum, tl.max) included, which exist once triton is imported."""
     global _interpreter_too_late
     if interpreted():
-        _interpreter_too_late = "triton" in sys.modules and os.environ.get("TRITON_INTERPRET") != "1"
+        _interpreter_too_late = "triton" in sys.modules and not _triton_interprets()
         os.environ["TRITON_INTERPRET"] = "1"
+
+
+def _triton_interprets() -> bool:
+    """Whether the imported triton made its own library functions for the interpreter."""
+    try:
+        from triton.language import standard
+        from triton.runtime.interpreter import InterpretedFunction
+    except ImportError:
+        return True  # another layout of triton: let it speak for itself
+    return isinstance(getattr(standard, "_sum_combine", None), InterpretedFunction)
 
 
 _interpreter_too_late = False

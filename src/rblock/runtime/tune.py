@@ -103,6 +103,7 @@ def compile_all(
 ) -> dict[Config, object]:
     """`build` every config on a thread of its own (ptxas runs outside the GIL). Past `wait_s` seconds, the configs
     still compiling are left out once one has compiled; their daemon threads finish unobserved."""
+    configs = list(dict.fromkeys(configs))  # two candidates may share a config: one compile, one result
     results: dict[Config, object] = {}
     changed = threading.Condition()
 
