@@ -220,3 +220,16 @@ def test_exact_tiles_for_padded_rows(n: int, expected):
     cands = [c.config for c in planned("layer_norm", 64, n)[0].plan.candidates]
     tiled = {(c.tiles, c.RBLOCK) for c in cands if c.tiles > 1}
     assert tiled == ({expected} if expected else set())
+
+
+@pytest.mark.parametrize("strategy", ["auto", "looped", "persistent"])
+@pytest.mark.parametrize(
+    ("op", "m", "n"), [("sum", 1, 1), ("cross_entropy", 1, 100), ("var", 3, 1), ("rms_norm", 8, 3000)]
+)
+def test_each_candidate_config_is_offered_once(op: str, m: int, n: int, strategy: str):
+    """Rows of one element make some forms coincide: the tuner would time the same kernel twice."""
+    with rblock.settings(strategy=strategy), recording(launch=False) as log:
+        OPS[op].run(OPS[op].make_inputs(m, n, torch.float32, "cpu"), -1)
+    for compiled in log:
+        configs = [c.config for c in compiled.plan.candidates]
+        assert len(configs) == len(set(configs)), configs

@@ -262,6 +262,14 @@ def _split_row(f: Features, h: Heuristics, sm_count: int) -> list[Candidate]:
     return out
 
 
+def _unique(cands: list[Candidate]) -> tuple[Candidate, ...]:
+    """Each config once, with the first reason given for it (rows of one element make some forms coincide)."""
+    first: dict[Config, Candidate] = {}
+    for c in cands:
+        first.setdefault(c.config, c)
+    return tuple(first.values())
+
+
 def plan(f: Features, h: Heuristics, strategy: str = "auto", sm_count: int = 132) -> Plan:
     """Candidates for a kernel with features `f` on a device with `sm_count` SMs. `strategy` restricts them to
     persistent or looped ones."""
@@ -272,16 +280,16 @@ def plan(f: Features, h: Heuristics, strategy: str = "auto", sm_count: int = 132
     if strategy == "persistent":
         persistent = _persistent(f, h)
         persistent += _prefetching(f, h, persistent, sm_count)
-        return Plan("persistent", tuple(persistent + _aligned(f, persistent)), register_intensive)
+        return Plan("persistent", _unique(persistent + _aligned(f, persistent)), register_intensive)
     if strategy == "looped":
         looped = _looped(f, h, register_intensive)
         looped += _split(f, h, looped[0].config, sm_count)
         looped += _unrolled(f, h, looped, sm_count)
-        return Plan("looped", tuple(looped + _aligned(f, looped)), register_intensive)
+        return Plan("looped", _unique(looped + _aligned(f, looped)), register_intensive)
     if default == "persistent":
         persistent = _persistent(f, h)
         persistent += _prefetching(f, h, persistent, sm_count)
-        return Plan(default, tuple(persistent + _aligned(f, persistent)), register_intensive)
+        return Plan(default, _unique(persistent + _aligned(f, persistent)), register_intensive)
     cands = _looped(f, h, register_intensive)
     ok, why = seed_applies(f, h)
     rblock = next_pow2(f.rnumel)
@@ -313,4 +321,4 @@ def plan(f: Features, h: Heuristics, strategy: str = "auto", sm_count: int = 132
     cands += _split_row(f, h, sm_count)
     cands += _split(f, h, cands[0].config, sm_count)
     cands += _unrolled(f, h, cands, sm_count)
-    return Plan(default, tuple(cands + _aligned(f, cands)), register_intensive)
+    return Plan(default, _unique(cands + _aligned(f, cands)), register_intensive)
