@@ -30,12 +30,13 @@ class RowLoop:
             "rindex = part * RBLOCK + tl.arange(0, RBLOCK)[None, :]",
             "rmask = rindex < rnumel",
             *dim_vars("r", "rindex", g.r_sizes),
-            f"pindex = tl.arange(0, {1 << (parts - 1).bit_length()})[None, :]  # the row's partial results",
-            "pmask = pindex < parts",
-            "for xoffset in range(group * XBLOCK, xnumel, groups * XBLOCK):  # this group's rows",
         ]
-        if not self.split_row:  # one program per row: no partial results
-            head[-3:-1] = []
+        if self.split_row:
+            head += [
+                f"pindex = tl.arange(0, {1 << (parts - 1).bit_length()})[None, :]  # the row's partial results",
+                "pmask = pindex < parts",
+            ]
+        head.append("for xoffset in range(group * XBLOCK, xnumel, groups * XBLOCK):  # this group's rows")
         if self.interpret:  # the interpreter's range() takes no tensor bounds; its `while` does
             head[-1:] = ["xoffset = group * XBLOCK", "while xoffset < xnumel:  # this group's rows"]
         self.out = [
