@@ -76,9 +76,10 @@ def test_recompute_source_holds_the_row_as_loaded():
 
 @pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float32], ids=["bf16", "fp32"])
 @pytest.mark.parametrize("align", [False, True], ids=["plain", "aligned"])
-def test_single_pass_picks_the_class_logit_from_the_row_it_holds(dtype: torch.dtype, align: bool):
-    """No load that waits for the class index's load: the logit comes from the row in registers, also for rows
-    walked from the 16-byte boundary below them, and ignored or out-of-range classes keep their meaning."""
+def test_single_pass_gathers_the_class_logit_before_loading_the_row(dtype: torch.dtype, align: bool):
+    """The class index and its logit are loaded before the row, so that their two round trips overlap the row's
+    load, also for rows walked from the 16-byte boundary below them; ignored or out-of-range classes keep their
+    meaning."""
     torch.manual_seed(7)
     logits = torch.randn(6, 1001, dtype=dtype)
     target = torch.randint(0, 1001, (6,))
@@ -88,8 +89,12 @@ def test_single_pass_picks_the_class_logit_from_the_row_it_holds(dtype: torch.dt
         loss = rblock.cross_entropy(logits, target, reduction="none")
     body = make_program(log[0].graph, cfg, interpret=False).stages[0].spec.source
     body = body[body.index("def _rblock") :]
-    # the targets and the logits (aligned: their whole vectors, then the row's last partial vector)
-    assert "picked from the row held" in body and body.count("tl.load(") == (3 if align else 2)
+    # the target, its logit, then the row (aligned: its whole vectors, then its last partial vector)
+    loads = [line for line in body.splitlines() if "tl.load(" in line]
+    assert [line.count("tl.load(") for line in loads] == [1, 1, 2 if align else 1]
+    assert "in_ptr0 + (x0)" in loads[0]  # the class index
+    assert "in_ptr1" in loads[1] and "index" not in loads[1]  # its logit
+    assert ("jindex" if align else "r0") in loads[2]  # the row
     expected = torch.nn.functional.cross_entropy(logits.double(), target, reduction="none")
     torch.testing.assert_close(loss.double(), expected, rtol=2e-2 if dtype == torch.bfloat16 else 1e-5, atol=1e-5)
     with rblock.settings(config=cfg):

@@ -209,12 +209,6 @@ def dim_vars(prefix: str, index: str, sizes: tuple[int, ...], suffix: str = "") 
     return out
 
 
-def pick(row: str, pos: str) -> str:
-    """Element `pos` of each row held in registers as `row` (NaN where `pos` is outside the row)."""
-    picked = f"tl.sum(tl.where(rindex == {pos}.to(rindex.dtype), {row}, 0.0), 1)[:, None]"
-    return f'tl.where(({pos} >= 0) & ({pos} < rnumel), {picked}, float("nan"))'
-
-
 def gather(ptr: str, row: str, r_stride: int, pos: str, dt: DType) -> str:
     """Element `pos` of each row starting at `ptr + row` (NaN where `pos` is outside the row)."""
     off = pos if r_stride == 1 else f"{pos} * {r_stride}"

@@ -21,7 +21,6 @@ from rblock.codegen.emit import (
     dim_vars,
     gather,
     literal,
-    pick,
     pointwise,
 )
 from rblock.codegen.reductions import (
@@ -33,7 +32,7 @@ from rblock.codegen.reductions import (
 )
 from rblock.codegen.row_loop import RowLoop
 from rblock.codegen.spec import KernelSpec, Phase
-from rblock.ir import Access, DType, KernelGraph, Node, Op, Rank, query
+from rblock.ir import Access, DType, KernelGraph, Op, Rank, query
 from rblock.ir.nodes import POINTWISE_OPS, REDUCE_OPS
 from rblock.plan.config import Config
 
@@ -254,10 +253,6 @@ class _Body(RowLoop):
         elif n.op == Op.LOAD:
             self.out.append(f"# ir %{i}: load {n.attr}")
             self.out.append(f"{var} = {self._load(i, n.attr, n.dtype)}")
-        elif n.op == Op.GATHER and (row := self._held_row(n)) is not None:
-            # no load that waits on the index's load: the element is picked from the row in registers
-            self.out.append(f"# ir %{i}: gather {n.attr} at %{n.args[0]}, picked from the row held")
-            self.out.append(f"{var} = {pick(self.emit(row), ops[0])}")
         elif n.op == Op.GATHER:
             self.out.append(f"# ir %{i}: gather {n.attr} at %{n.args[0]}")
             self.out.append(f"{var} = {self._gather(n.attr, ops[0], n.dtype)}")
@@ -365,11 +360,6 @@ class _Body(RowLoop):
             return None
         later = any(i in uses for uses in self.loop_uses[self.pass_index + 1 :])
         return "evict_last" if later else "evict_first"
-
-    def _held_row(self, gather: Node) -> int | None:
-        """One tile over whole rows: the row load a float gather reads from, if any."""
-        one_tile = not self.looped and not self.split_row and self.tiles == 1
-        return query.held_row(self.g, gather) if one_tile and gather.dtype.is_float else None
 
     def _gather(self, acc: Access, pos: str, dt: DType) -> str:
         idx, has_x, _ = self._index(acc, with_r=False)

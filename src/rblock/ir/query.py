@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from rblock.ir.nodes import REDUCE_OPS, KernelGraph, Node, Op, Rank
+from rblock.ir.nodes import REDUCE_OPS, KernelGraph, Op, Rank
 
 
 def reduction_levels(g: KernelGraph) -> dict[int, int]:
@@ -85,10 +85,3 @@ def early_row_loads(g: KernelGraph) -> list[int]:
         for i, n in enumerate(g.nodes)
         if n.op in (Op.LOAD, Op.GATHER) and n.rank != Rank.FULL and not after_reduction[i]
     ]
-
-
-def held_row(g: KernelGraph, gather: Node) -> int | None:
-    """The full-size load of the row that `gather` reads an element of (a logit at its class index), if any."""
-    return next(
-        (j for j, n in enumerate(g.nodes) if n.op == Op.LOAD and n.rank == Rank.FULL and n.attr == gather.attr), None
-    )

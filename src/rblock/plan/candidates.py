@@ -165,7 +165,9 @@ def _looped(f: Features, h: Heuristics, register_intensive: bool) -> list[Candid
 def _split(f: Features, h: Heuristics, first: Config, sm_count: int) -> list[Candidate]:
     """Split candidates when the kernel would leave SMs idle: few rows, or few blocks of columns."""
     programs = -(-max(f.xnumel, 1) // first.XBLOCK)
-    if not f.splittable or programs >= h.split_below_sm_fraction * sm_count:
+    columns = f.hint in (Hint.OUTER, Hint.OUTER_TINY)
+    below = h.split_outer_programs_per_sm if columns else h.split_below_sm_fraction
+    if not f.splittable or programs >= below * sm_count:
         return []
     wanted = -(-h.split_programs_per_sm * sm_count // programs)
     chunks = split_chunks(f.rnumel, min(wanted, f.rnumel // max(h.split_min_chunk, 1)), f.unevenly_splittable)
@@ -173,7 +175,7 @@ def _split(f: Features, h: Heuristics, first: Config, sm_count: int) -> list[Can
         return []
     per_chunk = -(-f.rnumel // chunks)
     why = f"{programs} program(s) for {sm_count} SMs: {chunks} slices of {per_chunk} per row, then a combine kernel"
-    if f.hint in (Hint.OUTER, Hint.OUTER_TINY):
+    if columns:
         shapes = [(64, 8, 8), (32, 16, 4), (128, 8, 4)]
     else:
         r = min(next_pow2(per_chunk), h.max_r0_block)
