@@ -6,6 +6,7 @@ import pytest
 import torch
 
 import rblock
+from conftest import assert_matches
 from rblock.compiler import make_program, recording
 from rblock.ops.registry import OPS, max_rel_error
 
@@ -147,3 +148,32 @@ def test_column_sums_of_odd_widths_know_their_row_count(shape, dim, baked):
         rblock.sum(torch.randn(*shape), dim)
     source = make_program(log[0].graph, log[0].plan.candidates[0].config).stages[0].spec.source
     assert (f"xnumel = {log[0].graph.xnumel}" in source) == baked
+
+
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float32], ids=["bf16", "fp32"])
+@pytest.mark.parametrize(
+    "cfg",
+    [
+        rblock.Config("looped", 1, 512, 4),
+        rblock.Config("looped", 2, 256, 2, unroll=2),
+        rblock.Config("looped", 1, 1024, 4, align=True),
+    ],
+    ids=["plain", "two-rows-unrolled", "aligned"],
+)
+def test_looped_kernel_reads_a_stored_sum_back_instead_of_its_inputs(dtype: torch.dtype, cfg: rblock.Config):
+    """fused_add_rms_norm looped: the first loop stores x + residual, the second reads that one tensor back (after
+    a barrier) instead of reloading x and the residual; rows off 16-byte boundaries too."""
+    torch.manual_seed(11)
+    m, n = 5, 2999
+    x, res = (torch.randn(m, n + 1, dtype=dtype)[:, 1:] for _ in range(2))  # rows start off 16-byte boundaries
+    w = torch.randn(n, dtype=dtype)
+    with rblock.settings(config=cfg), recording() as log:
+        out, h = rblock.fused_add_rms_norm(x, res, w, 1e-6)
+    body = make_program(log[0].graph, cfg, interpret=False).stages[0].spec.source
+    second = body[body.index("# pass 2") :]
+    assert "tl.debug_barrier()" in body[: body.index("# pass 2")]
+    assert "in_ptr0" not in second and "in_ptr1" not in second and "tl.load(out_ptr1" in second
+    expected_h = x + res  # PyTorch rounds the sum to the input dtype before normalizing it
+    ref = torch.nn.functional.rms_norm(expected_h.double(), (n,), w.double(), 1e-6)
+    assert_matches(h, expected_h, x.double() + res.double())
+    assert_matches(out, torch.nn.functional.rms_norm(x + res, (n,), w, 1e-6), ref)

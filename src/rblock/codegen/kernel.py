@@ -104,6 +104,8 @@ class _Body(RowLoop):
         self.split_row = config.kind == "split_row"
         self.phase, self.max_spins, self.interpret = phase, max_spins, interpret
         self.recompute = config.recompute
+        self.reread = query.stored_early(g) if self.looped else {}  # value -> the first loop's store of it
+        self.pass_index = 0
         self.out: list[str] = []
         # names by (node, tile): full-size values have one per tile, the rest tile 0
         self.outer: dict[tuple[int, int], str] = {}  # values defined at function scope
@@ -161,8 +163,11 @@ class _Body(RowLoop):
             self.tile = 0
             return self.out
         passes = query.looped_passes(g)
-        self.loop_uses = [query.loads_in_pass(g, p) for p in passes]
+        stop = frozenset(self.reread)
+        self.loop_uses = [query.loads_in_pass(g, p, stop if k else frozenset()) for k, p in enumerate(passes)]
         for k, targets in enumerate(passes):
+            if k == 1 and self.reread:  # a block barrier orders every thread's stores before the loads below
+                self.out.append("tl.debug_barrier()  # the first loop's stores are read back below")
             self._loop(k, targets)
         for i in stores:
             if g.nodes[i].rank != Rank.FULL:
@@ -238,6 +243,12 @@ class _Body(RowLoop):
             return self.outer[key]
         if n.op in REDUCE_OPS and not self.looped:
             return self._emit_reduction(i, n)
+        if self.pass_index and i in self.reread:  # one load of the output instead of its inputs' loads
+            s = self.reread[i]
+            self.out.append(f"# ir %{i}: read back from the output that %{s} stored in the first loop")
+            self.out.append(f"tmp{i} = {self._load(s, self.g.nodes[s].attr, n.dtype)}")
+            self._scope(n)[key] = f"tmp{i}"
+            return f"tmp{i}"
         epoch = self.epoch
         ops = [self.emit(a) for a in n.args]
         if self.epoch != epoch:  # an operand ran a reduction: recompute the full-size operands after it
@@ -258,7 +269,7 @@ class _Body(RowLoop):
             self.out.append(f"{var} = {self._gather(n.attr, ops[0], n.dtype)}")
         elif n.op == Op.STORE:
             self.out.append(f"# ir %{i}: store {n.attr}")
-            self.out += self._store(n.attr, ops[0], n.dtype, n.rank)
+            self.out += self._store(n.attr, ops[0], n.dtype, n.rank, keep=i in self.reread.values())
             return ""
         elif n.op in POINTWISE_OPS:
             expr = ops[0] if i in self.rounded_by_store else pointwise(n, ops, self.g)
@@ -365,7 +376,8 @@ class _Body(RowLoop):
         idx, has_x, _ = self._index(acc, with_r=False)
         return gather(self._ptr(acc.buffer), idx if has_x else f"{idx} + 0 * xindex", acc.r_strides[0], pos, dt)
 
-    def _store(self, acc: Access, value: str, dt: DType, rank: Rank) -> list[str]:
+    def _store(self, acc: Access, value: str, dt: DType, rank: Rank, keep: bool = False) -> list[str]:
+        """`keep`: the value is read back by a later loop, so it stays in L2 before the inputs streaming past."""
         idx, has_x, has_r = self._index(acc)
         if not has_x:
             idx = f"{idx} + 0 * xindex"  # give the pointer the value's shape
@@ -375,10 +387,11 @@ class _Body(RowLoop):
         mask = f"mask{t}" if rank == Rank.FULL else "owner" if self.split_row else "xmask"
         if dt != DType.F32 and dt != DType.B1:
             value = f"{value}.to({TL_DTYPE[dt]})"
+        pol = ", eviction_policy='evict_last'" if keep else ""
         if self._walks(acc):  # whole vectors of the row, then its partial first and last vectors
             p = f"{self._ptr(acc.buffer)} + (xalign + jindex)"
-            return [f"tl.store({p}, {value}, smask)", f"tl.store({p}, {value}, mask & ~smask)"]
-        return [f"tl.store({self._ptr(acc.buffer)} + ({idx}), {value}, {mask})"]
+            return [f"tl.store({p}, {value}, smask{pol})", f"tl.store({p}, {value}, mask & ~smask{pol})"]
+        return [f"tl.store({self._ptr(acc.buffer)} + ({idx}), {value}, {mask}{pol})"]
 
     def _walks(self, acc: Access) -> bool:
         """align: whether `acc` is at the walked access's element offsets (so at xalign + jindex)."""

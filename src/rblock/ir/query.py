@@ -17,8 +17,9 @@ def reduction_levels(g: KernelGraph) -> dict[int, int]:
     return level
 
 
-def full_cone(g: KernelGraph, i: int) -> list[int]:
-    """Nodes feeding `i` through full-rank values, stopping at (and including) per-row values; ascending."""
+def full_cone(g: KernelGraph, i: int, stop: frozenset[int] = frozenset()) -> list[int]:
+    """Nodes feeding `i` through full-rank values, stopping at (and including) per-row values and the nodes in
+    `stop`; ascending."""
     seen: set[int] = set()
     stack = [i]
     while stack:
@@ -26,25 +27,62 @@ def full_cone(g: KernelGraph, i: int) -> list[int]:
         for a in g.nodes[j].args:
             if a not in seen:
                 seen.add(a)
-                if g.nodes[a].rank == Rank.FULL:
+                if g.nodes[a].rank == Rank.FULL and a not in stop:
                     stack.append(a)
     return sorted(seen)
 
 
 def looped_passes(g: KernelGraph) -> list[list[int]]:
     """What each loop over r computes when a kernel is looped: the reductions of one level per loop, in level
-    order, then (if any) the full-size stores. Full-size values are recomputed, and so re-loaded, in every
-    loop that needs them."""
+    order, then (if any) the full-size stores. The first loop also makes the stores of `stored_early`. Full-size
+    values are recomputed, and so re-loaded, in every loop that needs them (but those)."""
     levels = reduction_levels(g)
     passes = [[r for r in sorted(levels) if levels[r] == lv] for lv in sorted(set(levels.values()))]
-    full_stores = [i for i, n in enumerate(g.nodes) if n.op == Op.STORE and n.rank == Rank.FULL]
+    early = sorted(stored_early(g).values())
+    if passes:
+        passes[0] += early
+    full_stores = [i for i, n in enumerate(g.nodes) if n.op == Op.STORE and n.rank == Rank.FULL and i not in early]
     return passes + ([full_stores] if full_stores else [])
 
 
-def loads_in_pass(g: KernelGraph, targets: list[int]) -> set[int]:
+def loads_in_pass(g: KernelGraph, targets: list[int], stop: frozenset[int] = frozenset()) -> set[int]:
+    """The full-size loads that computing `targets` needs, short of the values in `stop`."""
     return {
-        j for t in targets for j in [*full_cone(g, t), t] if g.nodes[j].op == Op.LOAD and g.nodes[j].rank == Rank.FULL
+        j
+        for t in targets
+        for j in [*full_cone(g, t, stop), t]
+        if g.nodes[j].op == Op.LOAD and g.nodes[j].rank == Rank.FULL and j not in stop
     }
+
+
+def _after_reduction(g: KernelGraph) -> list[bool]:
+    """Per node: whether it depends on a reduction."""
+    after: list[bool] = []
+    for n in g.nodes:
+        after.append(n.op in REDUCE_OPS or any(after[a] for a in n.args))
+    return after
+
+
+def stored_early(g: KernelGraph) -> dict[int, int]:
+    """Full-size values (value -> its store) that a looped kernel with reductions stores in its first loop, to read
+    them back in later loops instead of computing them again: stored exactly (no rounding by the store), needing
+    no reduction, from row loads of more bytes than the stored value (an added residual: one tensor instead of
+    two)."""
+    if not reduction_levels(g):
+        return {}
+    after = _after_reduction(g)
+    early: dict[int, int] = {}
+    for s, n in enumerate(g.nodes):
+        v = n.args[0] if n.op == Op.STORE else None
+        if v is None or n.rank != Rank.FULL or after[s] or g.nodes[v].dtype != n.dtype or v in early:
+            continue
+        cone = [g.nodes[j] for j in [*full_cone(g, v), v]]
+        row_bytes = sum(
+            m.dtype.itemsize for m in cone if m.op == Op.LOAD and m.rank == Rank.FULL and any(m.attr.x_strides)
+        )
+        if row_bytes > n.dtype.itemsize:
+            early[v] = s
+    return early
 
 
 SPLIT_ROW_OPS = frozenset({Op.SUM, Op.MAX, Op.MIN, Op.WELFORD, Op.SOFTMAX_STATS})
@@ -77,11 +115,5 @@ def misaligned_walk(g: KernelGraph) -> tuple[int, int] | None:
 
 def early_row_loads(g: KernelGraph) -> list[int]:
     """Per-row loads and gathers that need no reduction (a class index and its logit): cheap to hold."""
-    after_reduction: list[bool] = []
-    for n in g.nodes:
-        after_reduction.append(n.op in REDUCE_OPS or any(after_reduction[a] for a in n.args))
-    return [
-        i
-        for i, n in enumerate(g.nodes)
-        if n.op in (Op.LOAD, Op.GATHER) and n.rank != Rank.FULL and not after_reduction[i]
-    ]
+    after = _after_reduction(g)
+    return [i for i, n in enumerate(g.nodes) if n.op in (Op.LOAD, Op.GATHER) and n.rank != Rank.FULL and not after[i]]

@@ -127,7 +127,7 @@ class Heuristics:
 
     split_outer_programs_per_sm: float = 4.0
     """Column reductions (r not contiguous) are also split when their programs would be fewer than this many per
-    SM. Sum over dim 0 on the H200 (trials, `benchmarks/results/trials_run6.json`): (13107, 5120) split 4 ways into
+    SM. Sum over dim 0 on the H200 (trials, `benchmarks/results/trials_run7.json`): (13107, 5120) split 4 ways into
     640 programs took 50 us against 122 us for its 160 programs unsplit; (5461, 12288), unsplit at 192 programs
     (1.5 per SM), took 61 us where (2730, 24576) with 384 took 43. Not yet measured with the split."""
 
