@@ -745,6 +745,25 @@ def test_a_single_pass_walk_needs_a_tile_that_covers_the_row_from_the_boundary()
             rblock.softmax(x, -1)
 
 
+@pytest.mark.parametrize("config", ALIGN_CONFIGS, ids=str)
+@pytest.mark.parametrize("name", ["softmax", "rms_norm", "cross_entropy", "var"])
+def test_whole_vectors_past_a_row_never_reach_its_result(name, config, dtype, make):
+    """Rows with a successor in their tensor load their last vector whole: the elements past the row's end (NaN
+    here) are masked out of every reduction and never stored. The tensor's last row loads it element by element."""
+    op = OPS_BY_NAME[name]
+    base = make(7, 1011, dtype=dtype)
+    base[:, 1001:] = float("nan")
+    inputs = op.inputs(make, base[:, :1001])
+    out = _run_with_config(op, inputs, config)
+    with recording(launch=False) as log:
+        _run_with_config(op, inputs, config)
+    source = log[0].program.stages[0].spec.source
+    assert "if whole:" in source and "wmask" in source and f"<= {6 * 1011 + 1001}" in source
+    expected, ref = op.torch_fn(*inputs), op.torch_fn(*upcast(inputs))
+    for o, e, r in zip(*(v if isinstance(v, tuple) else (v,) for v in (out, expected, ref))):
+        assert_matches(o, e, r)
+
+
 @pytest.mark.parametrize("view", ["offset", "rows_and_offset"])
 def test_views_walked_from_16_byte_boundaries_match_pytorch(view, dtype, make):
     """A view's storage offset shifts where its rows start: the walk counts it."""

@@ -117,6 +117,7 @@ class _Body(RowLoop):
         walk = query.misaligned_walk(g) if config.align else None
         self.walk = g.nodes[walk[0]].attr if walk else None  # align: the access whose rows are walked
         self.vec = walk[1] if walk else 1  # its elements per 16-byte vector
+        self.whole = False  # align: the body for programs whose rows' last vectors lie inside the tensors
         users = g.users()
         # casts whose only users are stores of the same type: the store rounds, no need to round twice
         self.rounded_by_store = {
@@ -142,12 +143,32 @@ class _Body(RowLoop):
             *dim_vars("x", "xindex", g.x_sizes),
             f"rbase = tl.arange(0, RBLOCK)[None, :]{'.to(tl.int64)' if g.index_bits == 64 else ''}",
         ]
-        if self.walk:
-            xoff = self._index(self.walk, with_r=False)[0]
-            self.out += [  # whole vectors from the boundary at or below each row's start
-                f"xalign = ({xoff}) // {self.vec} * {self.vec}",
-                f"rshift = {xoff} - xalign",
-            ]
+        if not self.walk:
+            return self.out + self._body()
+        xoff, v, w = self._index(self.walk, with_r=False)[0], self.vec, self.walk
+        extent = w.offset + sum((size - 1) * st for size, st in zip(g.x_sizes, w.x_strides)) + g.rnumel
+        head = self.out + [  # whole vectors from the boundary at or below each row's start
+            f"xalign = ({xoff}) // {v} * {v}",
+            f"rshift = {xoff} - xalign",
+            f"rend = xalign + (rshift + rnumel + {v - 1}) // {v} * {v}  # the end of each row's last vector",
+            f"whole = tl.max(tl.max(tl.where(xmask, rend, 0), 1), 0) <= {extent}  # all inside the tensors",
+        ]
+        self.whole = True
+        first = self._body()
+        self.outer, self.local, self.raw, self.epoch, self.pass_index = {}, {}, {}, 0, 0
+        self.whole = False
+        last = self._body()
+        return [
+            *head,
+            "if whole:  # every vector holding part of a row is loaded whole",
+            *[f"    {line}" for line in first],
+            "else:  # a row that ends its tensor: its last partial vector element by element",
+            *[f"    {line}" for line in last],
+        ]
+
+    def _body(self) -> list[str]:
+        """Everything after the program's row indices: the tiles or loops, and the stores."""
+        g, self.out = self.g, []
         stores = [i for i, n in enumerate(g.nodes) if n.op == Op.STORE]
         if not self.looped:
             for tile in range(self.tiles):
@@ -191,6 +212,7 @@ class _Body(RowLoop):
                 f"jvec = jindex // {v} * {v}",
                 f"vmask = xmask & (jvec + {v} <= rnumel + rshift)  # whole vectors of the row's span",
                 "smask = vmask & (jvec >= rshift)  # ... and of the row alone",
+                *(["wmask = xmask & (jvec < rnumel + rshift)  # every vector holding part of the row"] * self.whole),
             ]
             return
         self.out.append(f"rindex{s} = {rindex}")
@@ -354,9 +376,11 @@ class _Body(RowLoop):
         mask = f"{row_mask}{t}" if has_x and has_r else f"rmask{t}" if has_r else "xmask" if has_x else None
         policy = self._eviction(i, has_x)
         pol = f", eviction_policy='{policy}'" if policy else ""
-        if self._walks(acc):  # whole vectors, then the row's last partial vector element by element
+        if self._walks(acc):  # whole vectors, then (unless `whole`) the row's last partial vector element-wise
             p = f"{self._ptr(acc.buffer)} + (xalign + jindex)"
             text = f"tl.where(vmask, tl.load({p}, vmask, other=0{pol}), tl.load({p}, mask & ~vmask, other=0{pol}))"
+            if self.whole:
+                text = f"tl.load({p}, wmask, other=0{pol})"
             return f"{text}.to(tl.float32)" if widen and dt in (DType.BF16, DType.F16) else text
         args = [f"{self._ptr(acc.buffer)} + ({idx})"]
         if mask:
