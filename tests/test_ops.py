@@ -690,6 +690,7 @@ ALIGN_CONFIGS = [
     rblock.Config("looped", 4, 64, 2, align=True, unroll=2),  # rows of four different shifts in one program
     rblock.Config("persistent", 2, 1024, 4, align=True),  # one tile from the boundary: 1001 + 7 <= 1024
     rblock.Config("persistent_rblock", 1, 1024, 4, align=True, recompute=True),
+    rblock.Config("looped", 1, 4, 2, align=True),  # chunks shorter than a vector: its halves in two chunks
 ]
 
 

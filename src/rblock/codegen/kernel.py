@@ -414,7 +414,11 @@ class _Body(RowLoop):
         pol = ", eviction_policy='evict_last'" if keep else ""
         if self._walks(acc):  # whole vectors of the row, then its partial first and last vectors
             p = f"{self._ptr(acc.buffer)} + (xalign + jindex)"
-            return [f"tl.store({p}, {value}, smask{pol})", f"tl.store({p}, {value}, mask & ~smask{pol})"]
+            edges = f"tl.store({p}, {value}, mask & ~smask{pol})"
+            if self.looped:  # chunks within a vector of the row's ends hold its partial vectors; others need none
+                v = self.vec
+                edges = f"if (r0_offset < {v}) | (r0_offset + RBLOCK + {v} > rnumel):\n    {edges}"
+            return [f"tl.store({p}, {value}, smask{pol})", *edges.split("\n")]
         return [f"tl.store({self._ptr(acc.buffer)} + ({idx}), {value}, {mask}{pol})"]
 
     def _walks(self, acc: Access) -> bool:
