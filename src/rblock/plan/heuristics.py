@@ -129,7 +129,9 @@ class Heuristics:
     """Column reductions (r not contiguous) are also split when their programs would be fewer than this many per
     SM. Sum over dim 0 on the H200 (trials, `benchmarks/results/trials_run7.json`): (13107, 5120) split 4 ways into
     640 programs took 50 us against 122 us for its 160 programs unsplit; (5461, 12288), unsplit at 192 programs
-    (1.5 per SM), took 61 us where (2730, 24576) with 384 took 43. Not yet measured with the split."""
+    (1.5 per SM), took 61 us where (2730, 24576) with 384 took 43; split 2 ways by this rule, 47.4 us
+    (`rblock bench`). Forced finer splits did better still at some shapes (trials_run8.json: 44.7 us at 12288 with 64
+    columns split 4 ways), none at every shape."""
 
     split_min_chunk: int = 1024
     """Each slice of a split row keeps at least this many elements."""
@@ -151,7 +153,8 @@ class Heuristics:
     loop over rows and load their next row before reducing this one. Measured without it (trials_run1-3.json):
     softmax (2048, 32768) 91.7 us, 5.9 us per row and SM where moving the row's bytes takes 4.2; (2730, 24576)
     101 us, 4.9 against 3.1: about 1.8 us per row in which the SM's one program waits on a load or a reduction and
-    memory idles. Not yet measured with it."""
+    memory idles. With it (trials_run7.json): softmax (2730, 24576) 74.8 us, (2048, 32768) 76.8; at (4096, 16384)
+    the twin lost (77.8 against 73.6 us), so the tuner keeps measuring both."""
 
     split_row_max_parts_per_sm: float = 0.5
     """A split row spans at most this many programs per SM, so that several row groups run at once."""
