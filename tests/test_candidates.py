@@ -166,15 +166,44 @@ def test_looped_kernel_reads_a_stored_sum_back_instead_of_its_inputs(dtype: torc
     a barrier) instead of reloading x and the residual; rows off 16-byte boundaries too."""
     torch.manual_seed(11)
     m, n = 5, 2999
-    x, res = (torch.randn(m, n + 1, dtype=dtype)[:, 1:] for _ in range(2))  # rows start off 16-byte boundaries
+    x, res = (torch.randn(m, n + 2, dtype=dtype)[:, 1:-1] for _ in range(2))  # rows start off 16-byte boundaries
     w = torch.randn(n, dtype=dtype)
     with rblock.settings(config=cfg), recording() as log:
         out, h = rblock.fused_add_rms_norm(x, res, w, 1e-6)
     body = make_program(log[0].graph, cfg, interpret=False).stages[0].spec.source
-    second = body[body.index("# pass 2") :]
-    assert "tl.debug_barrier()" in body[: body.index("# pass 2")]
-    assert "in_ptr0" not in second and "in_ptr1" not in second and "tl.load(out_ptr1" in second
+    loops = body.split("# pass ")[1:]  # aligned: the loops of both branches (whole vectors, a tensor's last row)
+    assert [loop[0] for loop in loops] == (["1", "2"] * (2 if cfg.align else 1))
+    for first, second in zip(loops[::2], loops[1::2]):
+        assert "tl.debug_barrier()" in first
+        assert "in_ptr0" not in second and "in_ptr1" not in second and "tl.load(out_ptr1" in second
     expected_h = x + res  # PyTorch rounds the sum to the input dtype before normalizing it
     ref = torch.nn.functional.rms_norm(expected_h.double(), (n,), w.double(), 1e-6)
     assert_matches(h, expected_h, x.double() + res.double())
     assert_matches(out, torch.nn.functional.rms_norm(x + res, (n,), w, 1e-6), ref)
+
+
+def test_a_value_read_back_twice_stays_in_l2_until_its_last_loop():
+    """Three loops (mean, variance, output): the stored sum is read back in the second and third; the second keeps
+    it in L2 for the third. A kernel that reads nothing back gets no barrier."""
+
+    def norm_and_sum(x, r):
+        h = x + r
+        m = h.float().mean(-1, keepdim=True)
+        v = ((h.float() - m) ** 2).mean(-1, keepdim=True)
+        return ((h.float() - m) / (v + 1e-5).sqrt()).to(x.dtype), h
+
+    torch.manual_seed(3)
+    x, r = torch.randn(4, 3000, dtype=torch.bfloat16), torch.randn(4, 3000, dtype=torch.bfloat16)
+    cfg = rblock.Config("looped", 1, 512, 4)
+    with rblock.settings(config=cfg), recording() as log:
+        out, h = rblock.compile(norm_and_sum, name="norm_and_sum")(x, r)
+    body = make_program(log[0].graph, cfg, interpret=False).stages[0].spec.source
+    reads = [line for line in body.splitlines() if "tl.load(out_ptr1" in line]
+    assert len(reads) == 2 and "evict_last" in reads[0] and "evict_first" in reads[1]
+    assert "in_ptr0" not in body[body.index("# pass 2") :]
+    assert_matches(h, x + r, x.double() + r.double())
+    assert_matches(out, norm_and_sum(x, r)[0], norm_and_sum(x.double(), r.double())[0])
+
+    with rblock.settings(config=cfg), recording() as log:
+        rblock.compile(lambda x, y: (torch.softmax(x, -1), x * y), name="softmax_and_product")(x, r)
+    assert "tl.debug_barrier()" not in make_program(log[0].graph, cfg, interpret=False).stages[0].spec.source

@@ -739,6 +739,15 @@ def test_aligned_walks_never_return_a_position_before_the_row(fn, dtype):
     torch.testing.assert_close(out, fn(x, -1), rtol=0, atol=0)
 
 
+@pytest.mark.parametrize("config", ALIGN_CONFIGS, ids=str)
+def test_a_walk_over_empty_rows_reads_nothing(config):
+    """Rows of no element hold no vector: nothing is loaded (an empty tensor has no memory to read)."""
+    x = torch.randn(5, 0)
+    with rblock.settings(config=config):
+        out = rblock.sum(x, -1)
+    torch.testing.assert_close(out, torch.zeros(5))
+
+
 def test_a_single_pass_walk_needs_a_tile_that_covers_the_row_from_the_boundary():
     x = torch.randn(3, 1020, dtype=torch.bfloat16)  # rows start up to 7 elements after a boundary: 1027 > 1024
     with rblock.settings(config=rblock.Config("persistent", 1, 1024, 4, align=True)):

@@ -73,7 +73,9 @@ def analyze(g: KernelGraph, heuristics) -> Features:
     writes = sum(size[i] for i, n in mem if n.op == Op.STORE)
     passes = looped_passes(g)
     rereads = 0
-    for i, n in mem:  # a full load is issued once per loop that needs it
+    # a full load is issued once per loop that needs it, as Inductor counts it, whose seed rule reads this ratio
+    # (rblock's looped kernels read some values back from an output instead: query.read_back)
+    for i, n in mem:
         if n.op == Op.LOAD and n.rank == Rank.FULL:
             uses = sum(1 for p in passes if i in loads_in_pass(g, p))
             rereads += size[i] * max(uses - 1, 0)

@@ -104,7 +104,7 @@ class _Body(RowLoop):
         self.split_row = config.kind == "split_row"
         self.phase, self.max_spins, self.interpret = phase, max_spins, interpret
         self.recompute = config.recompute
-        self.reread = query.stored_early(g) if self.looped else {}  # value -> the first loop's store of it
+        self.reread = query.read_back(g) if self.looped else {}  # value -> the first loop's store of it
         self.pass_index = 0
         self.out: list[str] = []
         # names by (node, tile): full-size values have one per tile, the rest tile 0
@@ -146,10 +146,14 @@ class _Body(RowLoop):
         if not self.walk:
             return self.out + self._body()
         xoff, v, w = self._index(self.walk, with_r=False)[0], self.vec, self.walk
-        extent = w.offset + sum((size - 1) * st for size, st in zip(g.x_sizes, w.x_strides)) + g.rnumel
         head = self.out + [  # whole vectors from the boundary at or below each row's start
             f"xalign = ({xoff}) // {v} * {v}",
             f"rshift = {xoff} - xalign",
+        ]
+        if not g.rnumel:  # empty rows: no vector holds any part of one
+            return head + self._body()
+        extent = w.offset + sum((size - 1) * st for size, st in zip(g.x_sizes, w.x_strides)) + g.rnumel
+        head += [
             f"rend = xalign + (rshift + rnumel + {v - 1}) // {v} * {v}  # the end of each row's last vector",
             f"whole = tl.max(tl.max(tl.where(xmask, rend, 0), 1), 0) <= {extent}  # all inside the tensors",
         ]
@@ -212,7 +216,11 @@ class _Body(RowLoop):
                 f"jvec = jindex // {v} * {v}",
                 f"vmask = xmask & (jvec + {v} <= rnumel + rshift)  # whole vectors of the row's span",
                 "smask = vmask & (jvec >= rshift)  # ... and of the row alone",
-                *(["wmask = xmask & (jvec < rnumel + rshift)  # every vector holding part of the row"] * self.whole),
+                *(
+                    ["wmask = xmask & (jvec < rnumel + rshift)  # every vector holding part of the row"]
+                    if self.whole
+                    else []
+                ),
             ]
             return
         self.out.append(f"rindex{s} = {rindex}")
@@ -268,7 +276,7 @@ class _Body(RowLoop):
         if self.pass_index and i in self.reread:  # one load of the output instead of its inputs' loads
             s = self.reread[i]
             self.out.append(f"# ir %{i}: read back from the output that %{s} stored in the first loop")
-            self.out.append(f"tmp{i} = {self._load(s, self.g.nodes[s].attr, n.dtype)}")
+            self.out.append(f"tmp{i} = {self._load(i, self.g.nodes[s].attr, n.dtype)}")
             self._scope(n)[key] = f"tmp{i}"
             return f"tmp{i}"
         epoch = self.epoch
@@ -401,7 +409,7 @@ class _Body(RowLoop):
         return gather(self._ptr(acc.buffer), idx if has_x else f"{idx} + 0 * xindex", acc.r_strides[0], pos, dt)
 
     def _store(self, acc: Access, value: str, dt: DType, rank: Rank, keep: bool = False) -> list[str]:
-        """`keep`: the value is read back by a later loop, so it stays in L2 before the inputs streaming past."""
+        """`keep`: a later loop reads the value back, so it stays in L2 before the inputs streaming past."""
         idx, has_x, has_r = self._index(acc)
         if not has_x:
             idx = f"{idx} + 0 * xindex"  # give the pointer the value's shape

@@ -35,7 +35,7 @@ def full_cone(g: KernelGraph, i: int, stop: frozenset[int] = frozenset()) -> lis
 def looped_passes(g: KernelGraph) -> list[list[int]]:
     """What each loop over r computes when a kernel is looped: the reductions of one level per loop, in level
     order, then (if any) the full-size stores. The first loop also makes the stores of `stored_early`. Full-size
-    values are recomputed, and so re-loaded, in every loop that needs them (but those)."""
+    values are recomputed, and so re-loaded, in every loop that needs them, unless `read_back` reads them."""
     levels = reduction_levels(g)
     passes = [[r for r in sorted(levels) if levels[r] == lv] for lv in sorted(set(levels.values()))]
     early = sorted(stored_early(g).values())
@@ -46,12 +46,13 @@ def looped_passes(g: KernelGraph) -> list[list[int]]:
 
 
 def loads_in_pass(g: KernelGraph, targets: list[int], stop: frozenset[int] = frozenset()) -> set[int]:
-    """The full-size loads that computing `targets` needs, short of the values in `stop`."""
+    """The full-size loads that computing `targets` needs, and the values of `stop` it reaches (read back from an
+    output instead of computed)."""
     return {
         j
         for t in targets
         for j in [*full_cone(g, t, stop), t]
-        if g.nodes[j].op == Op.LOAD and g.nodes[j].rank == Rank.FULL and j not in stop
+        if (g.nodes[j].op == Op.LOAD and g.nodes[j].rank == Rank.FULL) or j in stop
     }
 
 
@@ -64,25 +65,30 @@ def _after_reduction(g: KernelGraph) -> list[bool]:
 
 
 def stored_early(g: KernelGraph) -> dict[int, int]:
-    """Full-size values (value -> its store) that a looped kernel with reductions stores in its first loop, to read
-    them back in later loops instead of computing them again: stored exactly (no rounding by the store), needing
-    no reduction, from row loads of more bytes than the stored value (an added residual: one tensor instead of
-    two)."""
+    """Full-size values (value -> its store) that a looped kernel with reductions stores in its first loop: those
+    needing no reduction, made from row loads of more bytes than the value stored (an added residual: two tensors
+    against one). Values are rounded to their dtype where computed, so the output holds exactly the value."""
     if not reduction_levels(g):
         return {}
     after = _after_reduction(g)
     early: dict[int, int] = {}
     for s, n in enumerate(g.nodes):
-        v = n.args[0] if n.op == Op.STORE else None
-        if v is None or n.rank != Rank.FULL or after[s] or g.nodes[v].dtype != n.dtype or v in early:
+        if n.op != Op.STORE or n.rank != Rank.FULL or after[s] or n.args[0] in early:
             continue
-        cone = [g.nodes[j] for j in [*full_cone(g, v), v]]
+        cone = [g.nodes[j] for j in [*full_cone(g, n.args[0]), n.args[0]]]
         row_bytes = sum(
             m.dtype.itemsize for m in cone if m.op == Op.LOAD and m.rank == Rank.FULL and any(m.attr.x_strides)
         )
         if row_bytes > n.dtype.itemsize:
-            early[v] = s
+            early[n.args[0]] = s
     return early
+
+
+def read_back(g: KernelGraph) -> dict[int, int]:
+    """The values of `stored_early` (value -> its store) that a later loop needs: it loads them from the output."""
+    passes, early = looped_passes(g), stored_early(g)
+    later = {j for p in passes[1:] for t in p for j in full_cone(g, t, frozenset(early))}
+    return {v: s for v, s in early.items() if v in later}
 
 
 SPLIT_ROW_OPS = frozenset({Op.SUM, Op.MAX, Op.MIN, Op.WELFORD, Op.SOFTMAX_STATS})
