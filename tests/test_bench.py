@@ -328,3 +328,26 @@ def test_run_points_records_rows_errors_and_missing_ops(monkeypatch, capsys):
     assert not sloppy["correct"] and sloppy["median_us"] == 500.0 and sloppy["max_rel_err"] == pytest.approx(0.5)
     assert ("sum_dim0", "softmax_only") not in by and by[("sum_dim0", "eager")]["correct"]
     assert "softmax_only has no sum_dim0" in capsys.readouterr().out
+
+
+def test_rblock_rows_name_the_config_each_kernel_runs(monkeypatch):
+    """Which candidate won is part of a row (the tuner's pick can differ between runs); other providers' rows have
+    no configs."""
+
+    def cpu_point(op, m, n, dtype):
+        torch.manual_seed(0)
+        inputs = prov.make_inputs(op, m, n, torch.float32, "cpu")
+        return harness.Point(op, m, n, dtype, inputs, prov.reference(op, inputs), 1_000_000)
+
+    monkeypatch.setattr(harness, "make_point", cpu_point)
+    monkeypatch.setattr(torch.cuda, "synchronize", lambda: None)
+    monkeypatch.setattr(torch.cuda, "empty_cache", lambda: None)
+    monkeypatch.setattr(harness, "_bench_ms", lambda fn: 0.5)
+    providers, _ = prov.resolve(["rblock", "rblock_looped_only", "eager"])
+    rows: list[dict] = []
+    harness.run_points(("cross_entropy",), [(4, 3000)], "fp32", providers, 2000.0, False, rows, lambda: None)
+    by = {r["provider"]: r for r in rows}
+    assert all(by[p]["correct"] for p in by)
+    assert len(by["rblock"]["configs"]) == 2  # the row kernel and the mean
+    assert by["rblock_looped_only"]["configs"][0].startswith("looped(")
+    assert "configs" not in by["eager"]

@@ -21,6 +21,7 @@ import torch
 from rblock.bench import providers as prov
 from rblock.bench import report
 from rblock.bench.args import DTYPES, SMALL_BATCH, Sweep, parse_args, sweep_of
+from rblock.compiler import recording
 from rblock.ops.registry import max_rel_error
 
 TOLERANCE = {"bf16": 3e-2, "fp16": 5e-3, "fp32": 1e-4}  # max |out - ref| / max |ref|
@@ -116,8 +117,11 @@ def measure(
                 return None
             torch.cuda.synchronize()
             start = time.perf_counter()
-            out = fn()
+            with recording() as log:  # rblock's kernels: the config each runs (tuned in this call)
+                out = fn()
             torch.cuda.synchronize()
+            if log:
+                row["configs"] = [str(c.config) for c in log]
             if graph:
                 fn, out = _graphed(fn)
                 fn()
