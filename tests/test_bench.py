@@ -275,7 +275,10 @@ def test_runtime_hook_drops_the_candidate():
     assert meta[inductor.KEY] is True  # the caller's dict is left alone
 
 
-def test_run_points_records_rows_errors_and_missing_ops(monkeypatch, capsys):
+@pytest.fixture
+def cpu_harness(monkeypatch):
+    """The harness on fp32 CPU points, each timed at 0.5 ms: what it records, not how fast."""
+
     def cpu_point(op, m, n, dtype):
         torch.manual_seed(0)
         inputs = prov.make_inputs(op, m, n, torch.float32, "cpu")
@@ -286,6 +289,9 @@ def test_run_points_records_rows_errors_and_missing_ops(monkeypatch, capsys):
     monkeypatch.setattr(torch.cuda, "empty_cache", lambda: None)
     monkeypatch.setattr(harness, "_bench_ms", lambda fn: 0.5)
 
+
+@pytest.mark.usefixtures("cpu_harness")
+def test_run_points_records_rows_errors_and_missing_ops(capsys):
     def failing(op, inputs):
         def call():
             raise RuntimeError("kernel failed")
@@ -330,19 +336,10 @@ def test_run_points_records_rows_errors_and_missing_ops(monkeypatch, capsys):
     assert "softmax_only has no sum_dim0" in capsys.readouterr().out
 
 
-def test_rblock_rows_name_the_config_each_kernel_runs(monkeypatch):
+@pytest.mark.usefixtures("cpu_harness")
+def test_rblock_rows_name_the_config_each_kernel_runs():
     """Which candidate won is part of a row (the tuner's pick can differ between runs); other providers' rows have
     no configs."""
-
-    def cpu_point(op, m, n, dtype):
-        torch.manual_seed(0)
-        inputs = prov.make_inputs(op, m, n, torch.float32, "cpu")
-        return harness.Point(op, m, n, dtype, inputs, prov.reference(op, inputs), 1_000_000)
-
-    monkeypatch.setattr(harness, "make_point", cpu_point)
-    monkeypatch.setattr(torch.cuda, "synchronize", lambda: None)
-    monkeypatch.setattr(torch.cuda, "empty_cache", lambda: None)
-    monkeypatch.setattr(harness, "_bench_ms", lambda fn: 0.5)
     providers, _ = prov.resolve(["rblock", "rblock_looped_only", "eager"])
     rows: list[dict] = []
     harness.run_points(("cross_entropy",), [(4, 3000)], "fp32", providers, 2000.0, False, rows, lambda: None)

@@ -105,13 +105,8 @@ class _Body(RowLoop):
         self.phase, self.max_spins, self.interpret = phase, max_spins, interpret
         self.recompute = config.recompute
         self.reread = query.read_back(g) if self.looped else {}  # value -> the first loop's store of it
-        self.pass_index = 0
         self.out: list[str] = []
-        # names by (node, tile): full-size values have one per tile, the rest tile 0
-        self.outer: dict[tuple[int, int], str] = {}  # values defined at function scope
-        self.local: dict[tuple[int, int], str] = {}  # values of the loop body, or (recompute) since the last reduction
-        self.raw: dict[tuple[int, int], str] = {}  # recompute: 16-bit full loads as loaded, kept across reductions
-        self.epoch = 0  # recompute: reductions emitted so far
+        self._fresh_names()
         self.tiles = config.tiles  # single pass: the row as this many [XBLOCK, RBLOCK] tiles
         self.tile = 0  # the tile whose full-size values are being emitted
         walk = query.misaligned_walk(g) if config.align else None
@@ -125,6 +120,15 @@ class _Body(RowLoop):
             for i, n in enumerate(g.nodes)
             if n.op == Op.CAST and users[i] and all(g.nodes[u].op == Op.STORE for u in users[i])
         }
+
+    def _fresh_names(self) -> None:
+        """No value emitted yet (a body generated again starts from here)."""
+        # names by (node, tile): full-size values have one per tile, the rest tile 0
+        self.outer: dict[tuple[int, int], str] = {}  # values defined at function scope
+        self.local: dict[tuple[int, int], str] = {}  # values of the loop body, or (recompute) since the last reduction
+        self.raw: dict[tuple[int, int], str] = {}  # recompute: 16-bit full loads as loaded, kept across reductions
+        self.epoch = 0  # recompute: reductions emitted so far
+        self.pass_index = 0  # looped: the loop being emitted
 
     # ---- structure ---------------------------------------------------------------------------------------
     def lines(self) -> list[str]:
@@ -159,7 +163,7 @@ class _Body(RowLoop):
         ]
         self.whole = True
         first = self._body()
-        self.outer, self.local, self.raw, self.epoch, self.pass_index = {}, {}, {}, 0, 0
+        self._fresh_names()
         self.whole = False
         last = self._body()
         return [
@@ -422,11 +426,11 @@ class _Body(RowLoop):
         pol = ", eviction_policy='evict_last'" if keep else ""
         if self._walks(acc):  # whole vectors of the row, then its partial first and last vectors
             p = f"{self._ptr(acc.buffer)} + (xalign + jindex)"
-            edges = f"tl.store({p}, {value}, mask & ~smask{pol})"
-            if self.looped:  # chunks within a vector of the row's ends hold its partial vectors; others need none
-                v = self.vec
-                edges = f"if (r0_offset < {v}) | (r0_offset + RBLOCK + {v} > rnumel):\n    {edges}"
-            return [f"tl.store({p}, {value}, smask{pol})", *edges.split("\n")]
+            whole, edges = f"tl.store({p}, {value}, smask{pol})", f"tl.store({p}, {value}, mask & ~smask{pol})"
+            if not self.looped:
+                return [whole, edges]
+            v = self.vec  # chunks within a vector of the row's ends hold its partial vectors; others need none
+            return [whole, f"if (r0_offset < {v}) | (r0_offset + RBLOCK + {v} > rnumel):", f"    {edges}"]
         return [f"tl.store({self._ptr(acc.buffer)} + ({idx}), {value}, {mask}{pol})"]
 
     def _walks(self, acc: Access) -> bool:
