@@ -57,7 +57,7 @@ COMPILE = textwrap.dedent(
         ops = re.findall(r"\\b(LDG|STG)(\\.[A-Z0-9.]+)?", sass.stdout)
         regs, stack = (re.search(k + r":(\\d+)", res.stdout) for k in ("REG", "STACK"))
         out.append({"n_regs": int(regs.group(1)), "stack": int(stack.group(1)), "ops": ops,
-                    "compile_s": time.perf_counter() - start})
+                    "compile_s": time.perf_counter() - start, "sass": sass.stdout})
     print(json.dumps(out))
     """
 )
@@ -78,6 +78,7 @@ def main() -> None:
     ap.add_argument("--dim", type=int, default=-1)
     ap.add_argument("--dtype", choices=sorted(DTYPES), default="bf16")
     ap.add_argument("--kinds", default="", help="only candidates of these kinds (default: all)")
+    ap.add_argument("--dump", default="", help="write each candidate's SASS to this folder")
     args = ap.parse_args()
     m, n = map(int, args.shape.split("x"))
     inputs = OPS[args.op].make_inputs(m, n, DTYPES[args.dtype], "cpu")
@@ -118,7 +119,11 @@ def main() -> None:
     )
     if done.returncode:
         sys.exit(done.stderr[-3000:])
-    for label, res in zip(labels, json.loads(done.stdout.strip().splitlines()[-1])):
+    for i, (label, res) in enumerate(zip(labels, json.loads(done.stdout.strip().splitlines()[-1]))):
+        if args.dump and "sass" in res:
+            os.makedirs(args.dump, exist_ok=True)
+            with open(os.path.join(args.dump, f"{i:02d}.sass"), "w") as f:
+                f.write(f"// {label}\n{res['sass']}")
         if "error" in res:
             print(f"{label}: failed to compile: {res['error']}")
             continue

@@ -269,6 +269,24 @@ def test_planner_offers_looping_single_passes_for_long_rows_of_many_rows():
     assert prefetching(300, 8192) == []  # two rows fit an SM's registers: its programs overlap already
 
 
+def test_rows_that_gather_get_looping_twins_of_every_single_pass_at_any_length():
+    """cross_entropy's class index is loaded a row ahead, so that its logit's gather goes out with the row's turn
+    instead of after a round trip of its own."""
+    logits, target = torch.randn(300, 4096, dtype=torch.bfloat16), torch.randint(0, 4096, (300,))
+    with recording(launch=False) as log:
+        rblock.cross_entropy(logits, target)
+    cands = [c.config for c in log[0].plan.candidates]
+    singles = {c.num_warps for c in cands if c.single_pass and c.tiles == 1 and not c.prefetch and not c.align}
+    twins = [c for c in cands if c.prefetch]
+    assert singles and {c.num_warps for c in twins} == singles and all(c.RBLOCK == 4096 for c in twins)
+    src = make_program(log[0].graph, twins[0], interpret=False).stages[0].spec.source
+    head, body = src[: src.index("for xoffset")], src[src.index("for xoffset") :]
+    assert "tmp0_next = tl.load(in_ptr0 + (x0), xmask, other=0)" in head  # the first row's class index
+    assert "tmp0_next = tl.load(in_ptr0 + (xn0), xmask_next, other=0)" in body  # the next row's
+    reduced = min(body.index(k) for k in ("tl.sum(", "tl.reduce(") if k in body)
+    assert body.index("# ir %20: gather") < body.index("tmp10_next = tl.load(") < reduced
+
+
 def test_prefetch_loads_the_next_row_before_the_barrier():
     x = torch.randn(4, 1024)
     w = torch.randn(1024)

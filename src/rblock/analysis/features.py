@@ -43,6 +43,7 @@ class Features:
     unevenly_splittable: bool  # ... also into slices of unequal length (a masked tail)
     row_splittable: bool  # programs holding slices of a row can finish it from each other's partial results
     misaligned_vector: int  # a full-size input's rows start off 16-byte boundaries: its elements per vector (else 0)
+    gathers: bool  # a per-row value is read at a loaded position (a class's logit): two dependent loads per row
 
     def __post_init__(self) -> None:
         assert self.persistent_bytes >= 0 and self.looped_bytes >= self.persistent_bytes, self
@@ -123,4 +124,5 @@ def analyze(g: KernelGraph, heuristics) -> Features:
         unevenly_splittable=can_split(g) and uneven_ok(g),
         row_splittable=can_split_row(g),
         misaligned_vector=(misaligned_walk(g) or (0, 0))[1],
+        gathers=any(n.op == Op.GATHER for n in g.nodes),
     )

@@ -381,11 +381,14 @@ class _Body(RowLoop):
         b = self.g.buffers[buffer]
         return f"{'out' if b.is_output else 'in'}_ptr{_ordinal(self.g, buffer)}"
 
-    def _load(self, i: int, acc: Access, dt: DType, widen: bool = True, x: str = "x", row_mask: str = "mask") -> str:
-        """`x`, `row_mask`: the names of the row's x dims and full mask (another row's, for a prefetch)."""
+    def _load(
+        self, i: int, acc: Access, dt: DType, widen: bool = True, x: str = "x", row_mask: str = "mask", x_mask="xmask"
+    ) -> str:
+        """`x`, `row_mask`, `x_mask`: the names of the row's x dims, full mask and row mask (another row's, for a
+        prefetch)."""
         idx, has_x, has_r = self._index(acc, x=x)
         t = self._sfx()
-        mask = f"{row_mask}{t}" if has_x and has_r else f"rmask{t}" if has_r else "xmask" if has_x else None
+        mask = f"{row_mask}{t}" if has_x and has_r else f"rmask{t}" if has_r else x_mask if has_x else None
         policy = self._eviction(i, has_x)
         pol = f", eviction_policy='{policy}'" if policy else ""
         if self._walks(acc):  # whole vectors, then (unless `whole`) the row's last partial vector element-wise

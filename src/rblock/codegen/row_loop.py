@@ -46,12 +46,13 @@ class RowLoop:
             "mask = xmask & rmask",
             *(["owner = xmask & (part == 0)  # the program that stores per-row outputs"] if self.split_row else []),
         ]
-        ahead = [i for i, n in enumerate(g.nodes) if self._prefetched(n)]
+        ahead = [i for i in range(len(g.nodes)) if self._prefetched(i)]
         if ahead:  # the first row is loaded before the loop, each next row while this one is reduced or waits
             head[-1:-1] = [
                 "xindex = group * XBLOCK + tl.arange(0, XBLOCK)[:, None]",
                 *dim_vars("x", "xindex", g.x_sizes),
-                "mask = (xindex < xnumel) & rmask",
+                "xmask = xindex < xnumel",
+                "mask = xmask & rmask",
                 *[f"tmp{i}_next = {self._load(i, g.nodes[i].attr, g.nodes[i].dtype, widen=False)}" for i in ahead],
             ]
             for i in ahead:
@@ -64,9 +65,11 @@ class RowLoop:
                 wide = ".to(tl.float32)" if n.dtype in (DType.BF16, DType.F16) else ""
                 self.out.append(f"tmp{i} = tmp{i}_next{wide}")
                 self.outer[(i, 0)] = f"tmp{i}"
-        if not self.split_row:  # the next row's loads go out before this row's reductions, then the row as usual
+        if not self.split_row:  # this row's gathers and the next row's loads go out before this row's reductions
+            for i in query.early_row_loads(g):
+                self.emit(i)
             self.out += self._next_row_loads(ahead)
-            for i in [*query.early_row_loads(g), *(i for i, n in enumerate(g.nodes) if n.op == Op.STORE)]:
+            for i in (i for i, n in enumerate(g.nodes) if n.op == Op.STORE):
                 self.emit(i)
             return head + [f"    {line}" for line in self._next_round()]
         for i in query.early_row_loads(g):
@@ -100,10 +103,10 @@ class RowLoop:
         if not ahead:
             return []
         lines = ["xnext = xindex + groups * XBLOCK", *dim_vars("xn", "xnext", self.g.x_sizes)]
-        lines.append("mask_next = (xnext < xnumel) & rmask")
+        lines += ["xmask_next = xnext < xnumel", "mask_next = xmask_next & rmask"]
         for i in ahead:
             n = self.g.nodes[i]
-            load = self._load(i, n.attr, n.dtype, widen=False, x="xn", row_mask="mask_next")
+            load = self._load(i, n.attr, n.dtype, widen=False, x="xn", row_mask="mask_next", x_mask="xmask_next")
             lines.append(f"tmp{i}_next = {load}")
         return lines
 
@@ -111,6 +114,10 @@ class RowLoop:
         """The row loop's body, stepping its own offset in the interpreter's `while` form."""
         return self.out + (["xoffset += groups * XBLOCK"] if self.interpret else [])
 
-    def _prefetched(self, n) -> bool:
-        """prefetch: the row's own full-size loads (not those shared by all rows)."""
-        return self.cfg.prefetch and n.op == Op.LOAD and n.rank == Rank.FULL and any(n.attr.x_strides)
+    def _prefetched(self, i: int) -> bool:
+        """prefetch: the row's own loads (not those shared by all rows): full-size ones, and per-row ones that need
+        no reduction (a class index, so that its logit's gather goes out as soon as the row's turn comes)."""
+        n = self.g.nodes[i]
+        if not (self.cfg.prefetch and n.op == Op.LOAD and any(n.attr.x_strides)):
+            return False
+        return n.rank == Rank.FULL or (not self.split_row and i in query.early_row_loads(self.g))
