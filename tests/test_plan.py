@@ -132,7 +132,7 @@ def test_looped_only_planning_has_no_seed_candidate():
 @pytest.mark.parametrize(("op", "n", "expected"), [("cross_entropy", 8192, True), ("var", 32768, True),
                                                    ("cross_entropy", 65536, False), ("sum", 8192, False)])  # fmt: skip
 def test_online_reductions_get_single_pass_candidates_up_to_32k(op: str, n: int, expected: bool):
-    c = planned(op, 64, n)[0]
+    c = planned(op, 512, n)[0]  # more rows than SMs: no few-rows tile
     single = [cand.config for cand in c.plan.candidates if cand.config.kind in ("persistent", "persistent_rblock")]
     assert bool(single) == expected
     if op != "sum":  # above 32K the row may also be spread over programs (split_row)
@@ -141,6 +141,19 @@ def test_online_reductions_get_single_pass_candidates_up_to_32k(op: str, n: int,
         assert {cfg.RBLOCK for cfg in single} == {n}
         assert {cfg.recompute for cfg in single} == {False, True}
         assert len({cfg.num_warps for cfg in single}) == 3
+
+
+def test_few_rows_get_a_row_per_program_in_one_tile():
+    def whole_rows(m: int, n: int) -> list:
+        c = planned("sum", m, n)[0]
+        return [cand.config for cand in c.plan.candidates if "few rows" in cand.reason]
+
+    assert {(cfg.kind, cfg.XBLOCK, cfg.RBLOCK, cfg.num_warps) for cfg in whole_rows(8, 3000)} == {
+        ("persistent", 1, 4096, 32),
+        ("persistent", 1, 4096, 16),
+    }
+    assert whole_rows(512, 3000) == []  # rows enough for every SM
+    assert whole_rows(8, 65536) == []  # a row past one program's registers
 
 
 def test_recompute_is_offered_for_16_bit_inputs_only():

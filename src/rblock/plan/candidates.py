@@ -247,6 +247,17 @@ def _prefetching(f: Features, h: Heuristics, cands: list[Candidate], sm_count: i
     return out
 
 
+def _whole_rows(f: Features, h: Heuristics, sm_count: int) -> list[Candidate]:
+    """Fewer rows than SMs, each within one program's registers: a row per program in one tile, whose loads all go
+    out at once, where a loop waits on each chunk's load in turn (a mean over a batch's per-row losses)."""
+    if f.xnumel >= sm_count or f.rnumel > h.split_row_max_slice or persistent_allowed(f, h):
+        return []
+    why = f"few rows ({f.xnumel} for {sm_count} SMs): one row per program in one tile, its loads issued at once"
+    rblock = next_pow2(f.rnumel)
+    top = min(max(rblock // h.few_rows_elems_per_warp, h.min_warps), h.max_warps)
+    return [Candidate(Config("persistent", 1, rblock, w), f"{why}; {w} warps") for w in dict.fromkeys([top, top // 2])]
+
+
 def _split_row(f: Features, h: Heuristics, sm_count: int) -> list[Candidate]:
     """Rows too long for one program: a slice per program, each of the slice sizes the heuristics allow."""
     if not f.row_splittable or f.rnumel <= h.split_row_min_rnumel:
@@ -326,6 +337,7 @@ def plan(f: Features, h: Heuristics, strategy: str = "auto", sm_count: int = 132
         why = "one pass: looped, the online reduction costs two exps or a division per element"
         cands += _single_pass(f, h, "persistent", xblock, why, fewer_warps=True)
     cands += _prefetching(f, h, cands, sm_count)
+    cands += _whole_rows(f, h, sm_count)
     cands += _split_row(f, h, sm_count)
     cands += _split(f, h, cands[0].config, sm_count)
     cands += _unrolled(f, h, cands, sm_count)

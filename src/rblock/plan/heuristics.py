@@ -87,6 +87,11 @@ class Heuristics:
     min_warps: int = 2
     """Fewest warps per program (Inductor's floor)."""
 
+    few_rows_elems_per_warp: int = 128
+    """Fewer rows than SMs, a row per program in one tile: num_warps ~ RBLOCK / this (4 elements per thread), as
+    many threads as a program has, since the program's one round of loads is all the latency it waits on. Not yet
+    calibrated."""
+
     max_warps: int = 32
     """Most warps per program (the hardware's 1024 threads)."""
 
