@@ -242,8 +242,9 @@ class _Body(RowLoop):
                     self.emit(dep)
         reductions = [t for t in targets if g.nodes[t].op in REDUCE_OPS]
         self.out.append(f"# pass {k + 1}: {', '.join(f'%{t}' for t in targets)}")
+        uniform = self.walk is None  # a walk's first chunk masks the lanes before each row's start
         for r in reductions:
-            self.out += acc_init(g, r)
+            self.out += acc_init(g, r, uniform)
         u, end = self.cfg.unroll, g.rnumel + self.vec - 1  # a walk from the boundary below covers vec - 1 more
         unroll = f"tl.range(0, {end}, RBLOCK, loop_unroll_factor={u}):  # {u} chunks' loads in flight"
         self.out.append(f"for r0_offset in {unroll if u > 1 else f'range(0, {end}, RBLOCK):'}")
@@ -252,7 +253,7 @@ class _Body(RowLoop):
         self._r_header("r0_offset + rbase")
         for t in targets:
             if g.nodes[t].op in REDUCE_OPS:
-                self.out += acc_update(g, t, self.emit(g.nodes[t].args[0]))
+                self.out += acc_update(g, t, self.emit(g.nodes[t].args[0]), uniform)
             else:
                 self.emit(t)
         body, self.out = self.out, saved

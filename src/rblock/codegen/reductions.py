@@ -99,8 +99,8 @@ def split_row_combine(g: KernelGraph, i: int, ws: list[int], parts: int) -> list
     ]
 
 
-def acc_init(g: KernelGraph, i: int) -> list[str]:
-    """Looped: the [XBLOCK, RBLOCK] accumulators of reduction i."""
+def acc_init(g: KernelGraph, i: int, uniform: bool = False) -> list[str]:
+    """Looped: the [XBLOCK, RBLOCK] accumulators of reduction i (`uniform`: see `acc_update`)."""
     op, src = g.nodes[i].op, g.nodes[g.nodes[i].args[0]]
     shape = "[XBLOCK, RBLOCK]"
     ridx = "tl.int64" if g.index_bits == 64 else "tl.int32"
@@ -121,11 +121,15 @@ def acc_init(g: KernelGraph, i: int) -> list[str]:
         ],
         Op.SOFTMAX_STATS: [("_m", 'float("-inf")', "tl.float32"), ("_s", "0", "tl.float32")],
     }[op]
-    return [f"acc{i}{suffix} = tl.full({shape}, {value}, {t})" for suffix, value, t in init]
+    chunks = [f"acc{i}_k = 0.0  # chunks so far"] if uniform and op == Op.WELFORD else []
+    return chunks + [f"acc{i}{suffix} = tl.full({shape}, {value}, {t})" for suffix, value, t in init]
 
 
-def acc_update(g: KernelGraph, i: int, v: str) -> list[str]:
-    """Looped: fold one chunk (value `v`) into reduction i's accumulators."""
+def acc_update(g: KernelGraph, i: int, v: str, uniform: bool = False) -> list[str]:
+    """Looped: fold one chunk (value `v`) into reduction i's accumulators. `uniform`: a lane masked in one chunk is
+    masked in every later one (rows end, they do not start, inside a chunk), so every lane still in its row holds
+    one element per chunk so far, and Welford's count is the chunk's number: one division per chunk, not per
+    element."""
     n = g.nodes[i]
     a = f"acc{i}"
     zero = "0.0" if g.nodes[n.args[0]].dtype.is_float else "0"
@@ -140,6 +144,15 @@ def acc_update(g: KernelGraph, i: int, v: str) -> list[str]:
         # masked lanes lose every tie: an aligned walk's head lanes have negative positions
         idx = "tl.broadcast_to(tl.where(mask, rindex, rnumel), [XBLOCK, RBLOCK])"
         return lines + [f"{a}_v, {a}_i = {fn}({a}_v, {a}_i, tl.where(mask, {v}, {ident}), {idx})"]
+    if n.op == Op.WELFORD and uniform:
+        return lines + [
+            f"{a}_k = {a}_k + 1.0",
+            f"{a}_n = {a}_n + tl.where(mask, 1.0, 0.0)",
+            f"{a}_delta = {v} - {a}_mean",
+            f"{a}_mean = {a}_mean + tl.where(mask, {a}_delta * (1.0 / {a}_k), 0.0)",
+            f"{a}_m2 = {a}_m2 + tl.where(mask, {a}_delta * ({v} - {a}_mean), 0.0)",
+            f"{a}_sum = {a}_sum + tl.where(mask, {v}, 0.0)",
+        ]
     if n.op == Op.WELFORD:
         return lines + [
             f"{a}_n_next = {a}_n + tl.where(mask, 1.0, 0.0)",
