@@ -380,6 +380,22 @@ def test_statistics_of_values_with_a_large_mean_are_accurate(name, strategy, mak
     check_against_torch(op.rblock_fn, op.torch_fn, inputs, strategy=strategy, atol_scale=max(1.0, 8 * ulp / atol))
 
 
+@pytest.mark.parametrize("align", [False, True])
+@pytest.mark.parametrize("name", ["var", "layer_norm"])
+def test_looped_welford_over_many_chunks_and_a_partial_last_one(name, align, make):
+    """Chunks of 128 over rows of 1000: each lane's Welford count is its chunk's number, one division per chunk.
+    Aligned, rows start 1 element past a 16-byte boundary and the walk's first chunk masks each row's head, whose
+    lanes then count one element less than their chunk's number."""
+    op = OPS_BY_NAME[name]
+    x = (100.0 + make(6, 1001))[:, 1:] if align else 100.0 + make(6, 1000)
+    ulp = torch.finfo(torch.float32).eps * 64
+    scale = max(1.0, 8 * ulp / TOLERANCES[torch.float32][0])
+    with recording() as log, rblock.settings(config=rblock.Config("looped", 1, 128, 4, align=align)):
+        check_against_torch(op.rblock_fn, op.torch_fn, op.inputs(make, x), atol_scale=scale)
+    (src,) = [st.spec.source for c in log for st in c.program.stages]
+    assert ("_k = 0.0  # chunks so far" in src) == (not align)
+
+
 def test_layer_norm_of_a_constant_row_is_the_bias(strategy):
     x = torch.full((3, 100), 7.0)
     b = torch.linspace(-1, 1, 100)
