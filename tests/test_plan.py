@@ -137,10 +137,10 @@ def test_online_reductions_get_single_pass_candidates_up_to_32k(op: str, n: int,
     assert bool(single) == expected
     if op != "sum":  # above 32K the row may also be spread over programs (split_row)
         assert any(cand.config.kind == "split_row" for cand in c.plan.candidates) == (n > 32768)
-    if expected:  # the row in one tile, held as loaded (recompute) or in fp32, at three warp counts
+    if expected:  # the row in one tile, held as loaded (recompute) or in fp32, at four warp counts
         assert {cfg.RBLOCK for cfg in single} == {n}
         assert {cfg.recompute for cfg in single} == {False, True}
-        assert len({cfg.num_warps for cfg in single}) == 3
+        assert len({cfg.num_warps for cfg in single}) == 4
 
 
 def test_few_rows_get_a_row_per_program_in_one_tile():

@@ -83,11 +83,14 @@ def _persistent(f: Features, h: Heuristics, kind: str = "persistent") -> list[Ca
 def _single_pass(
     f: Features, h: Heuristics, kind: str, xblock: int, why: str, fewer_warps: bool = False
 ) -> list[Candidate]:
-    """A row-sized tile at two warp counts (three with `fewer_warps`); where 16-bit inputs are held across a
-    reduction, also in the form that holds them as loaded and recomputes after each reduction."""
+    """A row-sized tile at two warp counts (four with `fewer_warps`: online reductions, where each row's exchanges
+    between warps cost more than the row's elements per thread; cross_entropy on the H200, trials_run9.json: 2 of
+    8 warps fastest at 4096, 16 of 32 at 32768); where 16-bit inputs are held across a reduction, also in the form
+    that holds them as loaded and recomputes after each reduction."""
     rblock = next_pow2(f.rnumel)
     base = warps_for(h, xblock * rblock, single_pass=True)
-    counts = list(dict.fromkeys([base, max(base // 2, 1)] + ([max(base // 4, 1)] if fewer_warps else [])))
+    fewer = [max(base // 4, 1), max(base // 8, 1)] if fewer_warps else []
+    counts = list(dict.fromkeys([base, max(base // 2, 1), *fewer]))
     out = []
     for warps in counts:
         cfg = Config(kind, xblock, rblock, warps, no_rblock_scaling=kind == "persistent_rblock")
