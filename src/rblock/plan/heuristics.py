@@ -159,7 +159,9 @@ class Heuristics:
     softmax (2048, 32768) 91.7 us, 5.9 us per row and SM where moving the row's bytes takes 4.2; (2730, 24576)
     101 us, 4.9 against 3.1: about 1.8 us per row in which the SM's one program waits on a load or a reduction and
     memory idles. With it (trials_run7.json): softmax (2730, 24576) 74.8 us, (2048, 32768) 76.8; at (4096, 16384)
-    the twin lost (77.8 against 73.6 us), so the tuner keeps measuring both."""
+    the twin lost (77.8 against 73.6 us), so the tuner keeps measuring both. Rows that gather get the twin at any
+    tile size (trials_run9.json: cross_entropy (16384, 4096) 49.5 against 52.8 us, (65536, 1024) 49.8 against
+    52.4)."""
 
     split_row_max_parts_per_sm: float = 0.5
     """A split row spans at most this many programs per SM, so that several row groups run at once."""
