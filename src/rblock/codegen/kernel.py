@@ -383,7 +383,14 @@ class _Body(RowLoop):
         return f"{'out' if b.is_output else 'in'}_ptr{_ordinal(self.g, buffer)}"
 
     def _load(
-        self, i: int, acc: Access, dt: DType, widen: bool = True, x: str = "x", row_mask: str = "mask", x_mask="xmask"
+        self,
+        i: int,
+        acc: Access,
+        dt: DType,
+        widen: bool = True,
+        x: str = "x",
+        row_mask: str = "mask",
+        x_mask: str = "xmask",
     ) -> str:
         """`x`, `row_mask`, `x_mask`: the names of the row's x dims, full mask and row mask (another row's, for a
         prefetch)."""
