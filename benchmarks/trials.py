@@ -18,7 +18,7 @@ import torch
 import triton.testing
 
 import rblock
-from rblock.bench.harness import bandwidths
+from rblock.bench.harness import bandwidths, graphed
 from rblock.compiler import recording
 from rblock.ops.registry import OPS, max_rel_error
 
@@ -62,20 +62,32 @@ def point(op: str, m: int, n: int, copy: float, dim: int = -1, extra: list = ())
     outs = out if isinstance(out, (tuple, list)) else (out,)
     nbytes = sum(t.numel() * t.element_size() for t in [*inputs, *outs])
     ms = triton.testing.do_bench(lambda: OPS[op].run(inputs, dim), warmup=25, rep=100, return_mode="median")
+    graph_us = graph_time(lambda: OPS[op].run(inputs, dim))
     gbps = nbytes / ms / 1e6
     err = max_rel_error(out, ref)
     print(f"{op} ({m}, {n}): {ms * 1e3:.1f} us {gbps:.0f} GB/s {100 * gbps / copy:.1f}% of copy, "
-          f"err {err:.1e}, first call {first:.2f} s", flush=True)  # fmt: skip
+          f"{graph_us} us in a CUDA graph, err {err:.1e}, first call {first:.2f} s", flush=True)  # fmt: skip
     for k, c in enumerate(log):
         trials = [t.as_dict() for t in c.trials]
         for t in sorted(trials, key=lambda t: t["median_us"] or 1e9):
             print(f"   k{k} {t['config']:100s} {t['median_us'] or 0:8.1f} us regs {t['n_regs']} {t['note']}")
         rows.append({"op": op, "M": m, "N": n, "dim": dim, "kernel": k, "chosen": str(c.config), "trials": trials,
-                     "median_us": ms * 1e3, "GBps": gbps, "pct_of_copy": 100 * gbps / copy,
+                     "median_us": ms * 1e3, "graph_us": graph_us, "GBps": gbps, "pct_of_copy": 100 * gbps / copy,
                      "max_rel_error": err, "first_call_s": first})  # fmt: skip
     for cfg in extra:
         rows.append(forced(op, inputs, ref, dim, cfg, nbytes, copy))
     return rows
+
+
+def graph_time(fn) -> float | None:
+    """The op replayed from a CUDA graph (µs): its kernels alone, without the host's work around them. None if the
+    op cannot be captured."""
+    try:
+        replay, _ = graphed(fn)
+    except RuntimeError as e:
+        print(f"   no CUDA graph: {e}"[:200], flush=True)
+        return None
+    return round(triton.testing.do_bench(replay, warmup=25, rep=100, return_mode="median") * 1e3, 2)
 
 
 def forced(op: str, inputs: list, ref, dim: int, cfg, nbytes: int, copy: float) -> dict:

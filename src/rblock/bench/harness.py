@@ -87,7 +87,7 @@ def _base_row(op: str, m: int, n: int, dtype: str, provider: str) -> dict:
     )
 
 
-def _graphed(fn: Callable[[], object]) -> tuple[Callable[[], object], object]:
+def graphed(fn: Callable[[], object]) -> tuple[Callable[[], object], object]:
     """Capture one call of fn (already warm) in a CUDA graph: (replay, the graph's output)."""
     side = torch.cuda.Stream()
     side.wait_stream(torch.cuda.current_stream())
@@ -123,7 +123,7 @@ def measure(
             if log:
                 row["configs"] = [str(c.config) for c in log]
             if graph:
-                fn, out = _graphed(fn)
+                fn, out = graphed(fn)
                 fn()
                 torch.cuda.synchronize()
             else:
