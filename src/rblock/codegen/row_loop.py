@@ -46,7 +46,7 @@ class RowLoop:
             "mask = xmask & rmask",
             *(["owner = xmask & (part == 0)  # the program that stores per-row outputs"] if self.split_row else []),
         ]
-        ahead = [i for i in range(len(g.nodes)) if self._prefetched(i)]
+        ahead = self._prefetched()
         if ahead:  # the first row is loaded before the loop, each next row while this one is reduced or waits
             head[-1:-1] = [
                 "xindex = group * XBLOCK + tl.arange(0, XBLOCK)[:, None]",
@@ -114,10 +114,14 @@ class RowLoop:
         """The row loop's body, stepping its own offset in the interpreter's `while` form."""
         return self.out + (["xoffset += groups * XBLOCK"] if self.interpret else [])
 
-    def _prefetched(self, i: int) -> bool:
+    def _prefetched(self) -> list[int]:
         """prefetch: the row's own loads (not those shared by all rows): full-size ones, and per-row ones that need
         no reduction (a class index, so that its logit's gather goes out as soon as the row's turn comes)."""
-        n = self.g.nodes[i]
-        if not (self.cfg.prefetch and n.op == Op.LOAD and any(n.attr.x_strides)):
-            return False
-        return n.rank == Rank.FULL or (not self.split_row and i in query.early_row_loads(self.g))
+        if not self.cfg.prefetch:
+            return []
+        early = set() if self.split_row else set(query.early_row_loads(self.g))
+        return [
+            i
+            for i, n in enumerate(self.g.nodes)
+            if n.op == Op.LOAD and any(n.attr.x_strides) and (n.rank == Rank.FULL or i in early)
+        ]
