@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import math
 
-from rblock.ir import DType, KernelGraph, Node, Op
+from rblock.ir import DType, KernelGraph, Node, Op, Rank
 
 TL_DTYPE = {
     DType.F32: "tl.float32",
@@ -27,17 +27,17 @@ def extreme(dt: DType, low: bool) -> str:
     return str(-(2 ** (bits - 1)) if low else 2 ** (bits - 1) - 1)
 
 
-# Combine functions for tl.reduce. max/min propagate NaN like torch; arg* keep the first index on ties and
-# treat NaN as the extreme value; welford merges (mean, m2, count) partials.
+# Combine functions for tl.reduce. max/min propagate NaN like torch (one instruction on the GPU); arg* keep the
+# first index on ties and treat NaN as the extreme value; welford merges (mean, m2, count) partials.
 HELPERS = """
 @triton.jit
 def _maximum(a, b):
-    return tl.where((a > b) | (a != a), a, b)
+    return tl.maximum(a, b, propagate_nan=tl.PropagateNan.ALL)
 
 
 @triton.jit
 def _minimum(a, b):
-    return tl.where((a < b) | (a != a), a, b)
+    return tl.minimum(a, b, propagate_nan=tl.PropagateNan.ALL)
 
 
 @triton.jit
@@ -82,6 +82,21 @@ def _widen(x):
         )
         return bits.to(tl.float32, bitcast=True)
     return tl.inline_asm_elementwise("cvt.f32.f16 $0, $1;", "=f,h", [x], dtype=tl.float32, is_pure=False, pack=1)
+
+
+@triton.jit
+def _exp2(x):  # one instruction: tl.exp adds three per element to keep subnormal results, which this flushes to 0
+    return tl.inline_asm_elementwise("ex2.approx.ftz.f32 $0, $1;", "=f,f", [x], dtype=tl.float32, is_pure=True, pack=1)
+
+
+@triton.jit
+def _exp(x):
+    return _exp2(x * 1.4426950408889634)
+
+
+@triton.jit
+def _exp_minus(x, shift):  # e^(x - shift) with one multiply-add per element when shift is one value per row
+    return _exp2(x * 1.4426950408889634 - shift * 1.4426950408889634)
 """
 
 # split_row kernels: the programs of one row group meet here after storing their partial results. Each arrives on
@@ -113,6 +128,16 @@ WIDEN_PLAIN = """
 @triton.jit
 def _widen(x):
     return x.to(tl.float32)
+
+
+@triton.jit
+def _exp(x):
+    return tl.exp(x)
+
+
+@triton.jit
+def _exp_minus(x, shift):
+    return tl.exp(x - shift)
 """
 
 _BINARY_FMT = {
@@ -133,7 +158,7 @@ _BINARY_FMT = {
 }
 _UNARY_FMT = {
     Op.NEG: "-{}",
-    Op.EXP: "tl.exp({})",
+    Op.EXP: "_exp({})",
     Op.LOG: "tl.log({})",
     Op.RSQRT: "tl.rsqrt({})",
     Op.SQRT: "tl.sqrt({})",
@@ -156,6 +181,17 @@ def literal(value: object) -> str:
 def register_type(dt: DType) -> str:
     """Values live in registers as fp32 (any float), int64/int32, or int1."""
     return "tl.float32" if dt.is_float else TL_DTYPE[dt]
+
+
+def shifted_exp(node: Node, g: KernelGraph) -> tuple[int, int] | None:
+    """The operands (a, b) of an exp of a - b in fp32 where b is one value per row (softmax's exp(x - max)): its
+    scaling to base 2 is then one multiply-add per element (`_exp_minus`)."""
+    if node.op != Op.EXP:
+        return None
+    sub = g.nodes[node.args[0]]
+    if sub.op != Op.SUB or sub.dtype != DType.F32 or g.nodes[sub.args[1]].rank == Rank.FULL:
+        return None
+    return sub.args
 
 
 def pointwise(node: Node, operands: list[str], g: KernelGraph) -> str:
@@ -182,6 +218,8 @@ def pointwise(node: Node, operands: list[str], g: KernelGraph) -> str:
         return f"tl.broadcast_to({operands[0]}, [XBLOCK, RBLOCK])"
     elif node.op == Op.ISNAN:
         expr = f"{a[0]} != {a[0]}"
+    elif shifted_exp(node, g):
+        expr = f"_exp_minus({operands[0]}, {operands[1]})"
     elif node.op in _UNARY_FMT:
         expr = _UNARY_FMT[node.op].format(a[0])
     else:

@@ -22,6 +22,7 @@ from rblock.codegen.emit import (
     gather,
     literal,
     pointwise,
+    shifted_exp,
 )
 from rblock.codegen.reductions import (
     acc_finish,
@@ -285,9 +286,10 @@ class _Body(RowLoop):
             self._scope(n)[key] = f"tmp{i}"
             return f"tmp{i}"
         epoch = self.epoch
-        ops = [self.emit(a) for a in n.args]
+        args = shifted_exp(n, self.g) or n.args  # exp(a - b): the subtraction folds into the exp
+        ops = [self.emit(a) for a in args]
         if self.epoch != epoch:  # an operand ran a reduction: recompute the full-size operands after it
-            ops = [self.emit(a) for a in n.args]
+            ops = [self.emit(a) for a in args]
         var = f"tmp{i}{self._sfx()}" if n.rank == Rank.FULL else f"tmp{i}"
         if n.op == Op.LOAD and self._holds_raw(n):
             if key not in self.raw:

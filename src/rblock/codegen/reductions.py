@@ -52,7 +52,7 @@ def split_row_partial(g: KernelGraph, i: int, v: str) -> list[str]:
     return [
         f'{t}_p0 = tl.reduce(tl.where(mask, {v}, float("-inf")), 1, _maximum)[:, None]',
         f'{t}_shift = tl.where({t}_p0 == float("-inf"), 0.0, {t}_p0)',
-        f"{t}_p1 = tl.sum(tl.where(mask, tl.exp({v} - {t}_shift), 0.0), 1)[:, None]",
+        f"{t}_p1 = tl.sum(tl.where(mask, _exp_minus({v}, {t}_shift), 0.0), 1)[:, None]",
     ]
 
 
@@ -95,7 +95,7 @@ def split_row_combine(g: KernelGraph, i: int, ws: list[int], parts: int) -> list
     return lines + [
         f"{t}_max = tl.reduce({t}_q0, 1, _maximum)[:, None]",
         f'{t}_0 = tl.where({t}_max == float("-inf"), 0.0, {t}_max)',
-        f'{t}_1 = tl.sum(tl.where({t}_q0 == float("-inf"), 0.0, {t}_q1 * tl.exp({t}_q0 - {t}_0)), 1)[:, None]',
+        f'{t}_1 = tl.sum(tl.where({t}_q0 == float("-inf"), 0.0, {t}_q1 * _exp_minus({t}_q0, {t}_0)), 1)[:, None]',
     ]
 
 
@@ -163,12 +163,13 @@ def acc_update(g: KernelGraph, i: int, v: str, uniform: bool = False) -> list[st
             f"{a}_sum = {a}_sum + tl.where(mask, {v}, 0.0)",
         ]
     assert n.op == Op.SOFTMAX_STATS
-    return lines + [  # online softmax: rescale the running sum whenever the running max grows
+    # online softmax with one exp per element: of the two exps against the new max, one is e^0
+    return lines + [
         f'{a}_x = tl.where(mask, {v}, float("-inf"))',
-        f"{a}_m_next = _maximum({a}_m, {a}_x)",
-        f'{a}_shift = tl.where({a}_m_next == float("-inf"), 0.0, {a}_m_next)',
-        f"{a}_s = {a}_s * tl.exp({a}_m - {a}_shift) + tl.exp({a}_x - {a}_shift)",
-        f"{a}_m = {a}_m_next",
+        f"{a}_d = {a}_x - {a}_m",
+        f'{a}_e = tl.where({a}_x == float("-inf"), 0.0, _exp(-tl.abs({a}_d)))  # e^-(gap to the running max)',
+        f"{a}_s = tl.where({a}_d > 0.0, {a}_s * {a}_e + 1.0, {a}_s + {a}_e)  # a new max rescales the sum",
+        f"{a}_m = _maximum({a}_m, {a}_x)",
     ]
 
 
@@ -194,7 +195,7 @@ def acc_finish(g: KernelGraph, i: int) -> list[str]:
     return [
         f"{t}_max = tl.reduce({a}_m, 1, _maximum)[:, None]",
         f'{t}_0 = tl.where({t}_max == float("-inf"), 0.0, {t}_max)',
-        f"{t}_1 = tl.sum({a}_s * tl.exp({a}_m - {t}_0), 1)[:, None]",
+        f"{t}_1 = tl.sum({a}_s * _exp_minus({a}_m, {t}_0), 1)[:, None]",
     ]
 
 
@@ -249,7 +250,7 @@ def single_pass(
     top = fold("_maximum", masked(vs, 'float("-inf")'))
     vs, redo = again(n.args[0], vs)
     first = [f"{t}_max = tl.reduce({top}, 1, _maximum)[:, None]", *redo]
-    exps = " + ".join(f"tl.where({m}, tl.exp({v} - {t}_0), 0.0)" for m, v in zip(masks, vs))
+    exps = " + ".join(f"tl.where({m}, _exp_minus({v}, {t}_0), 0.0)" for m, v in zip(masks, vs))
     return first + [
         f'{t}_0 = tl.where({t}_max == float("-inf"), 0.0, {t}_max)',
         f"{t}_1 = tl.sum({exps}, 1)[:, None]",
