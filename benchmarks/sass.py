@@ -91,7 +91,7 @@ def main() -> None:
             if args.kinds and cand.config.kind not in args.kinds.split(","):
                 continue
             for spec, stage in (
-                (st.spec, st) for st in make_program(compiled.graph, cand.config, interpret=False).stages
+                (st.spec, st) for st in make_program(compiled.graph, cand.config, interpret=False, pdl=True).stages
             ):
                 path = os.path.join(tmp, f"k{len(jobs)}.py")
                 with open(path, "w") as f:

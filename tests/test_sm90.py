@@ -28,7 +28,8 @@ COMPILE = textwrap.dedent(
         sig = dict(job["sig"], xnumel="i32", XBLOCK="constexpr", RBLOCK="constexpr")
         src = ASTSource(getattr(mod, job["name"]), sig, constexprs={"XBLOCK": job["XBLOCK"], "RBLOCK": job["RBLOCK"]})
         try:
-            triton.compile(src, target=GPUTarget("cuda", 90, 32), options={"num_warps": job["num_warps"]})
+            opts = {"num_warps": job["num_warps"], "launch_pdl": job["pdl"]}
+            triton.compile(src, target=GPUTarget("cuda", 90, 32), options=opts)
         except Exception as e:
             failures.append(job["config"] + ": " + str(e)[:500])
     print(json.dumps(failures))
@@ -59,7 +60,8 @@ def test_every_candidate_compiles_for_sm90(tmp_path):
             run()
         for compiled in log:
             for cand in compiled.plan.candidates:
-                for spec in (st.spec for st in make_program(compiled.graph, cand.config, interpret=False).stages):
+                program = make_program(compiled.graph, cand.config, interpret=False, pdl=True)  # as on an H200
+                for spec in (st.spec for st in program.stages):
                     path = tmp_path / f"k{len(jobs)}.py"
                     path.write_text(spec.source)
                     jobs.append(
@@ -70,6 +72,7 @@ def test_every_candidate_compiles_for_sm90(tmp_path):
                             "XBLOCK": spec.XBLOCK,
                             "RBLOCK": spec.RBLOCK,
                             "num_warps": spec.num_warps,
+                            "pdl": spec.pdl,
                             "config": f"{op} {compiled.graph.xnumel}x{compiled.graph.rnumel} {cand.config}",
                         }
                     )

@@ -135,10 +135,15 @@ def build(name: str, fn, args: tuple, kwargs: dict, s: settings_mod.Settings, h:
     return Compiled(g, features, p, cfg, program, lowered.input_order, lowered.outputs, out_spec, trials, from_cache)
 
 
-def make_program(g: KernelGraph, cfg: Config, header: tuple[str, ...] = (), interpret: bool | None = None) -> Program:
+def make_program(
+    g: KernelGraph, cfg: Config, header: tuple[str, ...] = (), interpret: bool | None = None, pdl: bool | None = None
+) -> Program:
     """The kernels that compute `g` with `cfg`: one, or a partials kernel and a combine kernel. `interpret`: for
-    Triton's interpreter (default: whether this process runs it)."""
+    Triton's interpreter (default: whether this process runs it); `pdl`: launched as programmatic dependents
+    (default: whether this device does)."""
     interpret = device.interpreted() if interpret is None else interpret
+    pdl = device.dependent_launches() if pdl is None else pdl
+    gen = functools.partial(generate, interpret=interpret, pdl=pdl and not interpret)
     n_in, n_out = len(g.inputs), len(g.outputs)
     if cfg.kind == "split_row":
         slots = partial_slots(g)
@@ -152,12 +157,12 @@ def make_program(g: KernelGraph, cfg: Config, header: tuple[str, ...] = (), inte
         phases = ("partials", "finish") if interpret else ("all",)
         spins = settings_mod.sync_spins()
         return Program(
-            tuple(Stage(generate(g, cfg, header + note, interpret, ph, spins), args, g.xnumel) for ph in phases),
+            tuple(Stage(gen(g, cfg, header + note, phase=ph, max_spins=spins), args, g.xnumel) for ph in phases),
             tuple((g.xnumel * cfg.split, TORCH_DTYPES[dt]) for _, _, dt in slots),
         )
     if cfg.split == 1:
         args = (*(("in", i) for i in range(n_in)), *(("out", j) for j in range(n_out)))
-        return Program((Stage(generate(g, cfg, header, interpret), args, g.xnumel),))
+        return Program((Stage(gen(g, cfg, header), args, g.xnumel),))
     sk = split(g, cfg.split)
     first, second = verify(dead_code(sk.first)), verify(dead_code(sk.second))
     combine = Config(
@@ -168,12 +173,12 @@ def make_program(g: KernelGraph, cfg: Config, header: tuple[str, ...] = (), inte
     return Program(
         (
             Stage(
-                generate(first, replace(cfg, split=1), header + note, interpret),
+                gen(first, replace(cfg, split=1), header + note),
                 (*(("in", i) for i in range(n_in)), *ws),
                 first.xnumel,
             ),
             Stage(
-                generate(second, combine, note, interpret),
+                gen(second, combine, note),
                 (*(("in", i) for i in range(n_in)), *ws, *(("out", j) for j in range(n_out))),
                 second.xnumel,
             ),

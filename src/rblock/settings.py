@@ -7,6 +7,8 @@ Environment variables (also tabled in docs/env_vars.md):
 - RBLOCK_DEBUG_SYNC: N > 0 bounds the wait of split-row programs for the others of their row to N polls; a call
   whose programs gave up raises instead of hanging (default 0: wait until they arrive, which they do when the
   launch is co-resident).
+- RBLOCK_PDL: 0 launches every kernel only after the one before it has finished; 1 (default) lets a kernel be
+  scheduled while the one before it ends, on GPUs that can (compute capability 9.0 on).
 """
 
 from __future__ import annotations
@@ -34,6 +36,10 @@ def tune_enabled_by_env() -> bool:
 
 def force_interpret() -> bool:
     return os.environ.get("RBLOCK_FORCE_INTERPRET", "0") == "1"
+
+
+def dependent_launches_by_env() -> bool:
+    return os.environ.get("RBLOCK_PDL", "1") != "0"
 
 
 def sync_spins() -> int:

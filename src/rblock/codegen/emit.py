@@ -123,6 +123,14 @@ def _row_barrier(sync_ptr, group, leader, lead_add: tl.constexpr, max_spins: tl.
     tl.debug_barrier()
 """
 
+# A kernel launched as a programmatic dependent of the one before it in the stream (Hopper on) is scheduled while that
+# one's last programs still run, instead of after it has drained: it waits for that kernel's end, and for its writes,
+# before anything else (a buffer it writes may be one the earlier kernel still reads), then lets the next one in.
+PDL_PROLOGUE = [
+    "tl.extra.cuda.gdc_wait()  # the kernel before this one has finished and its writes are visible",
+    "tl.extra.cuda.gdc_launch_dependents()  # the kernel after this one may be scheduled now",
+]
+
 # Triton's interpreter runs no PTX; the conversion is exact either way.
 WIDEN_PLAIN = """
 @triton.jit

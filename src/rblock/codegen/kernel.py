@@ -14,6 +14,7 @@ from __future__ import annotations
 
 from rblock.codegen.emit import (
     HELPERS,
+    PDL_PROLOGUE,
     ROW_BARRIER,
     TL_DTYPE,
     WIDEN,
@@ -45,13 +46,18 @@ def generate(
     interpret: bool = False,
     phase: Phase = "all",
     max_spins: int = 0,
+    pdl: bool = False,
 ) -> KernelSpec:
     """`interpret`: for Triton's interpreter, which runs no inline PTX (`_widen` becomes a plain conversion).
+    `pdl`: launched as a programmatic dependent of the kernel before it (Hopper on), see `PDL_PROLOGUE`.
     split_row kernels take the partial results' workspaces and the sync counters after the buffers; `phase` and
     `max_spins` (a bounded wait at the barrier, 0: unbounded) apply to them alone."""
     name = f"_rblock_{g.name}"
     split_row = config.kind == "split_row"
     body = _Body(g, config, phase, max_spins, interpret).lines()
+    pdl = pdl and not split_row  # programs that wait for each other launch alone (cooperatively)
+    if pdl:
+        body = [*PDL_PROLOGUE, *body]
     args = [f"{'out' if b.is_output else 'in'}_ptr{_ordinal(g, i)}" for i, b in enumerate(g.buffers)]
     arg_doc = [f"    # {a}: {b.name} ({b.dtype.value})" for a, b in zip(args, g.buffers)]
     pointer_dtypes = [b.dtype.value for b in g.buffers]
@@ -89,6 +95,7 @@ def generate(
         split_row or config.prefetch,
         split_row and phase == "all",
         max_spins if split_row and phase == "all" else 0,
+        pdl,
     )
 
 

@@ -25,3 +25,4 @@ class KernelSpec:
     loops_rows: bool = False  # programs loop over rows (split_row, prefetch): the grid is what runs at once
     waits: bool = False  # its programs wait for each other: the launch must be co-resident
     max_spins: int = 0  # polls before a waiting program gives up and raises the error flag (0: it never does)
+    pdl: bool = False  # launched as a programmatic dependent of the kernel before it: it starts with a wait for it

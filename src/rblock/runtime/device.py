@@ -9,7 +9,7 @@ import sys
 import torch
 
 from rblock.errors import RBlockError
-from rblock.settings import force_interpret
+from rblock.settings import dependent_launches_by_env, force_interpret
 
 
 @functools.cache
@@ -48,6 +48,13 @@ def check_interpreter() -> None:
             "when TRITON_INTERPRET=1 is set before triton is first imported, and triton was imported before "
             "rblock: import rblock first, or set TRITON_INTERPRET=1 in the environment"
         )
+
+
+@functools.cache
+def dependent_launches() -> bool:
+    """Whether kernels launch as programmatic dependents of the one before them: compute capability 9.0 on (the
+    instructions exist from sm_90), unless RBLOCK_PDL=0."""
+    return not interpreted() and dependent_launches_by_env() and torch.cuda.get_device_capability()[0] >= 9
 
 
 @functools.cache

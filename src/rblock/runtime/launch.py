@@ -99,6 +99,8 @@ class Stage:
         opts = {"XBLOCK": s.XBLOCK, "RBLOCK": s.RBLOCK, "num_warps": s.num_warps, "num_stages": s.num_stages}
         if s.waits and not device.interpreted():
             opts["launch_cooperative_grid"] = True  # the driver refuses a grid that cannot be co-resident
+        if s.pdl:
+            opts["launch_pdl"] = True
         return opts
 
     def compile(self, buffers: list[torch.Tensor]):
