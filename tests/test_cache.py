@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import multiprocessing
 import warnings
 
@@ -85,6 +86,8 @@ def test_a_new_process_takes_the_tuned_winner_without_timing(monkeypatch):
 
     monkeypatch.setattr(device, "interpreted", lambda: False)  # as on a GPU: tuning is on
     monkeypatch.setattr(compiler, "tune", no_timing)
+    # ... but the kernels still run here, in the interpreter: built for it
+    monkeypatch.setattr(compiler, "make_program", functools.partial(compiler.make_program, interpret=True, pdl=False))
     fresh = rblock.compile(fn)  # nothing in memory, as in a new process
     out = fresh(x)
     entry = fresh.compiled_for(x)
