@@ -59,11 +59,11 @@ def test_split_reads_each_input_once_plus_partials():
     sk = split(g, 8)
     assert verify(sk.first).x_sizes == (8, 4) and sk.first.r_sizes == (1024,)  # slices outermost
     assert verify(sk.second).r_sizes == (8,)
-    assert [b.name for b in sk.workspace] == ["part0", "part1"]  # welford: means and m2s
+    assert [b.name for b in sk.partials] == ["part0", "part1"]  # welford: means and m2s
+    assert sk.third is None and not sk.rows  # per-row outputs only: the combine kernel writes them
 
 
 def test_what_cannot_be_split():
-    assert not can_split(graph_of(lambda x: torch.softmax(x, -1), torch.randn(2, 64)))  # full-size output
     assert not can_split(graph_of(lambda x: torch.argmax(x, -1), torch.randn(2, 64)))
     x = torch.randn(2, 64)
     assert not can_split(graph_of(lambda x: (x - x.mean(-1, keepdim=True)).abs().sum(-1), x))  # two levels
@@ -98,7 +98,9 @@ def test_a_row_that_gathers_is_not_split():
 def test_impossible_split_is_refused():
     with rblock.settings(config=rblock.Config("looped", 1, 64, 4, split=4)):
         with pytest.raises(rblock.InvalidArgument, match="splits"):
-            rblock.softmax(torch.randn(2, 64), -1)
+            rblock.compile(lambda x: x.argmax(-1), name="argmax_split")(torch.randn(2, 64))
+        with pytest.raises(rblock.InvalidArgument, match="none of them empty"):
+            rblock.softmax(torch.randn(2, 5), -1)
 
 
 def test_column_sum_slices_keep_neighbouring_lanes_on_neighbouring_columns():
@@ -147,3 +149,69 @@ def test_welford_is_split_only_into_equal_slices():
 def test_planner_splits_column_sums_of_any_row_count():
     cols = plan(analyze(graph_of(lambda x: x.sum(0), torch.randn(22369, 3000)), DEFAULT), DEFAULT)
     assert any(c.config.split > 1 for c in cols.candidates)
+
+
+FULL = [
+    ("rms_norm", lambda x, w: torch.nn.functional.rms_norm(x, (x.shape[-1],), w, 1e-6), (3, 4096)),
+    ("layer_norm", lambda x, w: torch.nn.functional.layer_norm(x, (x.shape[-1],), w, w, 1e-5), (2, 4096)),
+    ("softmax", lambda x, w: torch.softmax(x, -1), (3, 4096)),
+    ("log_softmax", lambda x, w: torch.log_softmax(x, -1), (2, 4096)),
+    ("add and norm", lambda x, w: (torch.nn.functional.rms_norm(x + w, (x.shape[-1],), w, 1e-6), x + w), (2, 4096)),
+]
+
+
+@pytest.mark.parametrize(("name", "fn", "shape"), FULL, ids=[c[0] for c in FULL])
+@pytest.mark.parametrize("chunks", [2, 16])
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+def test_full_size_outputs_split_in_three_kernels(name, fn, shape, chunks, dtype):
+    """A norm or softmax of few rows: partials, a combine that stores each row's results, and the outputs written
+    slice by slice from them."""
+    torch.manual_seed(chunks)
+    x = (torch.randn(*shape) * 2.0 + 3.0).to(dtype)
+    w = torch.randn(shape[-1]).to(dtype)
+    with rblock.settings(config=rblock.Config("looped", 1, 128, 4, split=chunks)), recording() as log:
+        out = rblock.compile(fn, name=name.replace(" ", "_"))(x, w)
+    assert [st.spec.name for st in log[0].program.stages] == [
+        f"_rblock_{name.replace(' ', '_')}_{stage}" for stage in ("partials", "combine", "outputs")
+    ]
+    ref = fn(x.double(), w.double())
+    outs, refs = (out, ref) if isinstance(out, tuple) else ((out,), (ref,))
+    tol = 1e-5 if dtype == torch.float32 else 2e-2
+    for o, r in zip(outs, refs):
+        assert o.dtype == dtype and o.shape == r.shape
+        torch.testing.assert_close(o.double(), r, rtol=tol, atol=tol * max(1.0, r.abs().max().item()))
+
+
+def test_split_softmax_statistics_keep_infinities_and_nan():
+    """Slices of -inf alone (their max reads 0, their sum 0) must not lift the row's max; NaN and +inf spread like
+    in one kernel."""
+    x = torch.randn(6, 1024) - 200.0  # every e^v underflows unless the max is right
+    x[0, :512] = float("-inf")  # the first slice of two holds -inf alone
+    x[1] = float("-inf")
+    x[2, 700] = float("nan")
+    x[3, 5] = float("inf")
+    x[4, :1000] = float("-inf")
+    with rblock.settings(config=rblock.Config("looped", 1, 128, 4, split=2)):
+        lse = rblock.compile(lambda x: torch.logsumexp(x, -1), name="lse_split")(x)
+        soft = rblock.compile(lambda x: torch.softmax(x, -1), name="softmax_split")(x)
+    torch.testing.assert_close(lse.double(), torch.logsumexp(x.double(), -1), equal_nan=True)
+    torch.testing.assert_close(soft.double(), torch.softmax(x.double(), -1), equal_nan=True)
+
+
+@pytest.mark.parametrize("op", ["softmax", "rms_norm"])
+def test_full_size_outputs_in_uneven_slices(op):
+    x = torch.randn(3, 2501) - 3.0
+    w = torch.randn(2501)
+    fn = {
+        "softmax": lambda x, w: torch.softmax(x, -1),
+        "rms_norm": lambda x, w: torch.nn.functional.rms_norm(x, (2501,), w, 1e-6),
+    }[op]
+    with rblock.settings(config=rblock.Config("looped", 1, 128, 4, split=16)), recording() as log:
+        out = rblock.compile(fn, name=f"{op}_uneven")(x, w)
+    assert len(log[0].program.stages) == 3
+    torch.testing.assert_close(out.double(), fn(x.double(), w.double()), rtol=1e-5, atol=1e-6)
+
+
+def test_planner_splits_norms_of_few_huge_rows():
+    g = graph_of(lambda x: torch.softmax(x, -1), torch.randn(4, 2**16))
+    assert any(c.config.split > 1 for c in plan(analyze(g, DEFAULT), DEFAULT).candidates)

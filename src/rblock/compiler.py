@@ -45,7 +45,7 @@ class Compiled:
     features: Features
     plan: Plan
     config: Config
-    program: Program  # the kernels that run, in order (two for a split reduction)
+    program: Program  # the kernels that run, in order (two or three for a split reduction)
     input_order: tuple[int, ...]
     outputs: tuple[tuple[tuple[int, ...], tuple[int, ...], torch.dtype], ...]
     out_spec: pytree.TreeSpec
@@ -113,8 +113,9 @@ def build(name: str, fn, args: tuple, kwargs: dict, s: settings_mod.Settings, h:
             raise InvalidArgument(
                 "settings",
                 "config",
-                f"splits {name}'s rows of {g.rnumel} in {cfg.split}: not possible (slices of equal length, or "
-                "for sums, maxima and minima a shorter last one, none of them empty)",
+                f"splits {name}'s rows of {g.rnumel} in {cfg.split}: not possible (one level of sum, max, min, "
+                "mean-variance or softmax reductions and no gathers; slices of equal length, or for all but "
+                "mean-variance a shorter last one, none of them empty)",
             )
         walk = misaligned_walk(g) if cfg.align else None
         span = -(-g.rnumel // cfg.split) + (walk[1] - 1 if walk else 0)  # a walk starts up to a vector early
@@ -138,7 +139,8 @@ def build(name: str, fn, args: tuple, kwargs: dict, s: settings_mod.Settings, h:
 def make_program(
     g: KernelGraph, cfg: Config, header: tuple[str, ...] = (), interpret: bool | None = None, pdl: bool | None = None
 ) -> Program:
-    """The kernels that compute `g` with `cfg`: one, or a partials kernel and a combine kernel. `interpret`: for
+    """The kernels that compute `g` with `cfg`: one, or a partials kernel and a combine kernel (and, for full-size
+    outputs, a kernel that writes them slice by slice). `interpret`: for
     Triton's interpreter (default: whether this process runs it); `pdl`: launched as programmatic dependents
     (default: whether this device does)."""
     interpret = device.interpreted() if interpret is None else interpret
@@ -168,23 +170,20 @@ def make_program(
     combine = Config(
         "persistent", max(min(next_pow2(max(g.xnumel, 1)), 4096 // next_pow2(cfg.split)), 1), next_pow2(cfg.split), 4
     )
-    ws = tuple(("ws", k) for k in range(len(sk.workspace)))
-    note = (f"split: {cfg.split} slices of {-(-g.rnumel // cfg.split)} per row, then a combine kernel",)
-    return Program(
-        (
-            Stage(
-                gen(first, replace(cfg, split=1), header + note),
-                (*(("in", i) for i in range(n_in)), *ws),
-                first.xnumel,
-            ),
-            Stage(
-                gen(second, combine, note),
-                (*(("in", i) for i in range(n_in)), *ws, *(("out", j) for j in range(n_out))),
-                second.xnumel,
-            ),
-        ),
-        tuple((g.xnumel * cfg.split, TORCH_DTYPES[b.dtype]) for b in sk.workspace),
-    )
+    ins, outs = tuple(("in", i) for i in range(n_in)), tuple(("out", j) for j in range(n_out))
+    parts = tuple(("ws", k) for k in range(len(sk.partials)))
+    rows = tuple(("ws", len(parts) + k) for k in range(len(sk.rows)))
+    then = "a combine kernel" + (", then an output kernel over the slices" if sk.third else "")
+    note = (f"split: {cfg.split} slices of {-(-g.rnumel // cfg.split)} per row, then {then}",)
+    stages = [
+        Stage(gen(first, replace(cfg, split=1), header + note), (*ins, *parts), first.xnumel),
+        Stage(gen(second, combine, note), (*ins, *parts, *outs, *rows), second.xnumel),
+    ]
+    if sk.third:
+        third = verify(dead_code(sk.third))
+        stages.append(Stage(gen(third, replace(cfg, split=1), note), (*ins, *rows, *outs), third.xnumel))
+    sizes = [(g.xnumel * cfg.split, b) for b in sk.partials] + [(g.xnumel, b) for b in sk.rows]
+    return Program(tuple(stages), tuple((n, TORCH_DTYPES[b.dtype]) for n, b in sizes))
 
 
 def tune_key(g: KernelGraph, strategy: str) -> cache.TuneKey:

@@ -71,9 +71,10 @@ def _welford(mean_a, m2_a, n_a, mean_b, m2_b, n_b):
     return mean_a + delta * frac_b, m2_a + m2_b + delta * delta * n_a * frac_b, n
 """
 
-# 16-bit -> fp32 for recompute kernels: inline PTX with side effects, so the compiler neither merges it with an
-# earlier conversion of the same value nor moves it above a reduction; the value stays in registers at 16 bits.
-WIDEN = """
+# The helpers written in inline PTX. `_widen`, 16-bit -> fp32 for recompute kernels, has side effects, so that the
+# compiler neither merges it with an earlier conversion of the same value nor moves it above a reduction: the value
+# stays in registers at 16 bits.
+PTX_HELPERS = """
 @triton.jit
 def _widen(x):
     if x.dtype == tl.bfloat16:  # two bf16 per register: each becomes the high half of an fp32
@@ -131,8 +132,8 @@ PDL_PROLOGUE = [
     "tl.extra.cuda.gdc_launch_dependents()  # the kernel after this one may be scheduled now",
 ]
 
-# Triton's interpreter runs no PTX; the conversion is exact either way.
-WIDEN_PLAIN = """
+# Triton's interpreter runs no PTX: the same helpers in plain Triton (the conversion is exact either way).
+PLAIN_HELPERS = """
 @triton.jit
 def _widen(x):
     return x.to(tl.float32)

@@ -15,10 +15,10 @@ from __future__ import annotations
 from rblock.codegen.emit import (
     HELPERS,
     PDL_PROLOGUE,
+    PLAIN_HELPERS,
+    PTX_HELPERS,
     ROW_BARRIER,
     TL_DTYPE,
-    WIDEN,
-    WIDEN_PLAIN,
     dim_vars,
     gather,
     literal,
@@ -48,7 +48,7 @@ def generate(
     max_spins: int = 0,
     pdl: bool = False,
 ) -> KernelSpec:
-    """`interpret`: for Triton's interpreter, which runs no inline PTX (`_widen` becomes a plain conversion).
+    """`interpret`: for Triton's interpreter, which runs no inline PTX (`_widen` and `_exp2` in plain Triton).
     `pdl`: launched as a programmatic dependent of the kernel before it (Hopper on), see `PDL_PROLOGUE`.
     split_row kernels take the partial results' workspaces and the sync counters after the buffers; `phase` and
     `max_spins` (a bounded wait at the barrier, 0: unbounded) apply to them alone."""
@@ -74,7 +74,7 @@ def generate(
         "import triton",
         "import triton.language as tl",
         HELPERS,
-        WIDEN_PLAIN if interpret else WIDEN,
+        PLAIN_HELPERS if interpret else PTX_HELPERS,
         *([ROW_BARRIER] if split_row and phase == "all" else []),
         "",
         "@triton.jit",

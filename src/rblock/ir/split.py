@@ -1,35 +1,40 @@
-"""Split reduction: one kernel over few rows becomes two, so that the whole GPU works on it.
+"""Split reduction: one kernel over few rows becomes two or three, so that the whole GPU works on it.
 
 Stage 1 walks `chunks` slices of every row in parallel (the slice index becomes an extra, outermost x dim,
 so that neighbouring programs and lanes still walk neighbouring rows: a column sum stays coalesced) and stores each
 reduction's partial result to a workspace; stage 2 reads the partials as rows of length `chunks`,
 combines them, and runs everything that came after the reductions. The input is read once, plus
-`chunks` floats per row and reduction. Slices are equal, except for sums, maxima and minima, where the last may
-be short (a masked tail): the mean/M2 combine of Welford assumes equal slices.
+`chunks` floats per row and reduction. A kernel that also writes full-size outputs (a norm, a softmax) gets a
+stage 3: stage 2 stores each row's combined results, and stage 3 walks the slices again to write those outputs,
+reading the input a second time, as a looped kernel does. Slices are equal, except for sums, maxima, minima and
+softmax statistics, where the last may be short (a masked tail): the mean/M2 combine of Welford assumes equal slices.
 """
 
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from dataclasses import dataclass, replace
 
-from rblock.ir.nodes import Access, Buffer, DType, KernelGraph, Node, Op, Rank
+from rblock.ir.nodes import MULTI_OUTPUT_OPS, Access, Buffer, DType, KernelGraph, Node, Op, Rank
 from rblock.ir.query import reduction_levels
 
-SPLITTABLE = frozenset({Op.SUM, Op.MAX, Op.MIN, Op.WELFORD})
+SPLITTABLE = frozenset({Op.SUM, Op.MAX, Op.MIN, Op.WELFORD, Op.SOFTMAX_STATS})
 
 
 @dataclass(frozen=True, slots=True)
 class SplitKernels:
     first: KernelGraph  # inputs -> partials
-    second: KernelGraph  # inputs, partials -> outputs
-    workspace: tuple[Buffer, ...]  # the partials, each xnumel * chunks elements
+    second: KernelGraph  # inputs, partials -> per-row outputs (with `third`: and each row's combined results)
+    third: KernelGraph | None  # inputs, combined results -> full-size outputs; None when there are none
+    partials: tuple[Buffer, ...]  # workspaces of xnumel * chunks elements
+    rows: tuple[Buffer, ...]  # each row's combined results, for `third`: workspaces of xnumel elements
     chunks: int
 
 
 def can_split(g: KernelGraph) -> bool:
-    """One r dim, one level of SUM/MAX/MIN/WELFORD reductions, only per-row outputs, and no gathers (whose
-    positions are along the whole row, not a slice)."""
+    """One r dim, one level of SUM/MAX/MIN/WELFORD/SOFTMAX_STATS reductions, and no gathers (whose positions are
+    along the whole row, not a slice)."""
     levels = reduction_levels(g)
     return (
         len(g.r_sizes) == 1
@@ -37,7 +42,6 @@ def can_split(g: KernelGraph) -> bool:
         and bool(levels)
         and set(levels.values()) == {1}
         and all(g.nodes[r].op in SPLITTABLE for r in levels)
-        and all(n.rank != Rank.FULL for n in g.nodes if n.op == Op.STORE)
     )
 
 
@@ -70,15 +74,27 @@ def split(g: KernelGraph, chunks: int) -> SplitKernels:
     per_chunk = -(-g.rnumel // chunks)
     n_in = len(g.inputs)
     reductions = sorted(reduction_levels(g))
-    parts = {r: (2 if g.nodes[r].op == Op.WELFORD else 1) for r in reductions}
-    workspace: list[Buffer] = []
-    slot: dict[tuple[int, int], int] = {}  # (reduction, part) -> workspace index
+    parts = {r: (2 if g.nodes[r].op in MULTI_OUTPUT_OPS else 1) for r in reductions}
+    partials: list[Buffer] = []
+    slot: dict[tuple[int, int], int] = {}  # (reduction, part) -> index among the partials (and combined results)
     for r in reductions:
-        dt = DType.F32 if g.nodes[r].dtype.is_float or g.nodes[r].op == Op.WELFORD else g.nodes[r].dtype
+        two = g.nodes[r].op in MULTI_OUTPUT_OPS
+        dt = DType.F32 if g.nodes[r].dtype.is_float or two else g.nodes[r].dtype
         for k in range(parts[r]):
-            slot[(r, k)] = len(workspace)
-            workspace.append(Buffer(f"part{len(workspace)}", dt, True))
+            slot[(r, k)] = len(partials)
+            partials.append(Buffer(f"part{len(partials)}", dt, True))
+    full_out = any(n.op == Op.STORE and n.rank == Rank.FULL for n in g.nodes)
+    rows = [replace(b, name=f"row{k}") for k, b in enumerate(partials)] if full_out else []
     x_part = _contiguous((chunks, *g.x_sizes))  # partials laid out as [chunks, rows...]
+    r_extent = g.rnumel if g.rnumel % chunks else 0
+
+    def sliced(n: Node, out_shift: int = 0) -> Node:
+        """n over (slice, rows...) x per_chunk; outputs `out_shift` buffers further on."""
+        if not isinstance(n.attr, Access):
+            return n
+        a = n.attr
+        buf = a.buffer + out_shift if a.buffer >= n_in else a.buffer
+        return replace(n, attr=replace(a, buffer=buf, x_strides=(a.r_strides[0] * per_chunk, *a.x_strides)))
 
     # ---- stage 1: every node the reductions need, over (rows, chunks) x per_chunk --------------------------
     needed: set[int] = set()
@@ -91,35 +107,30 @@ def split(g: KernelGraph, chunks: int) -> SplitKernels:
     remap: dict[int, int] = {}
     first: list[Node] = []
     for i in sorted(needed):
-        n = g.nodes[i]
-        if isinstance(n.attr, Access):
-            a = n.attr
-            step = a.r_strides[0] * per_chunk
-            n = replace(n, attr=replace(a, x_strides=(step, *a.x_strides)))
+        n = sliced(g.nodes[i])
         remap[i] = len(first)
         first.append(replace(n, args=tuple(remap[a] for a in n.args)))
     for r in reductions:
         values = [remap[r]]
-        if g.nodes[r].op == Op.WELFORD:
+        if parts[r] == 2:
             values = []
             for k in range(2):
                 first.append(Node(Op.GETITEM, (remap[r],), DType.F32, Rank.ROW, k))
                 values.append(len(first) - 1)
         for k, v in enumerate(values):
-            buf = n_in + slot[(r, k)]
-            acc = Access(buf, 0, x_part, (0,))
-            first.append(Node(Op.STORE, (v,), workspace[slot[(r, k)]].dtype, Rank.ROW, acc))
+            acc = Access(n_in + slot[(r, k)], 0, x_part, (0,))
+            first.append(Node(Op.STORE, (v,), partials[slot[(r, k)]].dtype, Rank.ROW, acc))
     stage1 = KernelGraph(
         f"{g.name}_partials",
         (chunks, *g.x_sizes),
         (per_chunk,),
-        (*g.inputs, *workspace),
+        (*g.inputs, *partials),
         tuple(first),
         g.index_bits,
-        g.rnumel if g.rnumel % chunks else 0,
+        r_extent,
     )
 
-    # ---- stage 2: combine the partials, then the rest of the kernel -----------------------------------------
+    # ---- stage 2: combine the partials, then the rest of the kernel's per-row work -----------------------------
     second: list[Node] = []
 
     def add(node: Node) -> int:
@@ -127,46 +138,102 @@ def split(g: KernelGraph, chunks: int) -> SplitKernels:
         return len(second) - 1
 
     def load_part(r: int, k: int) -> int:
-        buf = n_in + slot[(r, k)]
-        acc = Access(buf, 0, x_part[1:], (x_part[0],))
-        return add(Node(Op.LOAD, (), workspace[slot[(r, k)]].dtype, Rank.FULL, acc))
+        acc = Access(n_in + slot[(r, k)], 0, x_part[1:], (x_part[0],))
+        return add(Node(Op.LOAD, (), partials[slot[(r, k)]].dtype, Rank.FULL, acc))
+
+    def const(value: float) -> int:
+        return add(Node(Op.CONST, (), DType.F32, Rank.SCALAR, value))
 
     combined: dict[int, int | tuple[int, int]] = {}
     for r in reductions:
         op = g.nodes[r].op
-        if op != Op.WELFORD:
+        if op == Op.WELFORD:
+            # equal-sized chunks: mean = mean of means; m2 = sum of m2 + per_chunk * sum((mean_c - mean)^2)
+            means, m2s = load_part(r, 0), load_part(r, 1)
+            total = add(Node(Op.SUM, (means,), DType.F32, Rank.ROW))
+            mean = add(Node(Op.DIV, (total, const(float(chunks))), DType.F32, Rank.ROW))
+            dev = add(Node(Op.SUB, (means, mean), DType.F32, Rank.FULL))
+            spread = add(Node(Op.SUM, (add(Node(Op.MUL, (dev, dev), DType.F32, Rank.FULL)),), DType.F32, Rank.ROW))
+            within = add(Node(Op.SUM, (m2s,), DType.F32, Rank.ROW))
+            scaled = add(Node(Op.MUL, (spread, const(float(per_chunk))), DType.F32, Rank.ROW))
+            combined[r] = (mean, add(Node(Op.ADD, (within, scaled), DType.F32, Rank.ROW)))
+        elif op == Op.SOFTMAX_STATS:
+            # each slice's (max, sum of e^(v - max)), its max 0 when it holds -inf alone (its sum then 0: any other
+            # slice holds e^0 = 1); the row's: the largest max, the sums scaled to it
+            maxes, sums = load_part(r, 0), load_part(r, 1)
+            ninf, zero = const(-math.inf), const(0.0)
+            empty = add(Node(Op.EQ, (sums, zero), DType.B1, Rank.FULL))
+            maxes = add(Node(Op.WHERE, (empty, ninf, maxes), DType.F32, Rank.FULL))
+            top = add(Node(Op.MAX, (maxes,), DType.F32, Rank.ROW))
+            none = add(Node(Op.EQ, (top, ninf), DType.B1, Rank.ROW))
+            shift = add(Node(Op.WHERE, (none, zero, top), DType.F32, Rank.ROW))
+            gap = add(Node(Op.SUB, (maxes, shift), DType.F32, Rank.FULL))
+            terms = add(Node(Op.MUL, (sums, add(Node(Op.EXP, (gap,), DType.F32, Rank.FULL))), DType.F32, Rank.FULL))
+            combined[r] = (shift, add(Node(Op.SUM, (terms,), DType.F32, Rank.ROW)))
+        else:
             combined[r] = add(Node(op, (load_part(r, 0),), g.nodes[r].dtype, Rank.ROW))
-            continue
-        # equal-sized chunks: mean = mean of means; m2 = sum of m2 + per_chunk * sum((mean_c - mean)^2)
-        means, m2s = load_part(r, 0), load_part(r, 1)
-        n_chunks = add(Node(Op.CONST, (), DType.F32, Rank.SCALAR, float(chunks)))
-        mean = add(Node(Op.DIV, (add(Node(Op.SUM, (means,), DType.F32, Rank.ROW)), n_chunks), DType.F32, Rank.ROW))
-        dev = add(Node(Op.SUB, (means, mean), DType.F32, Rank.FULL))
-        spread = add(Node(Op.SUM, (add(Node(Op.MUL, (dev, dev), DType.F32, Rank.FULL)),), DType.F32, Rank.ROW))
-        size = add(Node(Op.CONST, (), DType.F32, Rank.SCALAR, float(per_chunk)))
-        within = add(Node(Op.SUM, (m2s,), DType.F32, Rank.ROW))
-        m2 = add(Node(Op.ADD, (within, add(Node(Op.MUL, (spread, size), DType.F32, Rank.ROW))), DType.F32, Rank.ROW))
-        combined[r] = (mean, m2)
-    out_shift = len(workspace)  # outputs move behind the partials in the second kernel's buffers
+    out_shift = len(partials)  # outputs move behind the partials in the second kernel's buffers
     post: dict[int, int] = {}
     for i, n in enumerate(g.nodes):
         if i in combined and isinstance(combined[i], int):
             post[i] = combined[i]
             continue
-        if i in combined or (n.rank == Rank.FULL and n.op != Op.STORE) or n.op in SPLITTABLE:
-            continue  # full-size values and the reductions themselves live in stage 1
-        if n.op == Op.GETITEM and g.nodes[n.args[0]].op == Op.WELFORD:
+        if i in combined or n.rank == Rank.FULL or n.op in SPLITTABLE:
+            continue  # full-size values and the reductions themselves live in stages 1 and 3
+        if n.op == Op.GETITEM and g.nodes[n.args[0]].op in MULTI_OUTPUT_OPS:
             post[i] = combined[n.args[0]][n.attr]
             continue
         if isinstance(n.attr, Access) and n.attr.buffer >= n_in:
             n = replace(n, attr=replace(n.attr, buffer=n.attr.buffer + out_shift))
         post[i] = add(replace(n, args=tuple(post[a] for a in n.args)))
+    first_row = len(g.buffers) + len(partials)  # the combined results follow the outputs
+    for (r, k), j in slot.items() if full_out else ():
+        value = combined[r] if parts[r] == 1 else combined[r][k]
+        add(Node(Op.STORE, (value,), rows[j].dtype, Rank.ROW, Access(first_row + j, 0, x_part[1:], (0,))))
     stage2 = KernelGraph(
         f"{g.name}_combine",
         g.x_sizes,
         (chunks,),
-        (*g.inputs, *(replace(b, is_output=False) for b in workspace), *g.outputs),
+        (*g.inputs, *(replace(b, is_output=False) for b in partials), *g.outputs, *rows),
         tuple(second),
         g.index_bits,
     )
-    return SplitKernels(stage1, stage2, tuple(workspace), chunks)
+    stage3 = _outputs_by_slice(g, chunks, rows, slot, sliced, r_extent) if full_out else None
+    return SplitKernels(stage1, stage2, stage3, tuple(partials), tuple(rows), chunks)
+
+
+def _outputs_by_slice(
+    g: KernelGraph,
+    chunks: int,
+    rows: list[Buffer],
+    slot: dict[tuple[int, int], int],
+    sliced: Callable[..., Node],
+    r_extent: int,
+) -> KernelGraph:
+    """Stage 3: the full-size outputs over (slice, rows...) x per_chunk, each reduction read from the row's
+    combined results (the per-row work after it is done again: a few operations per row and slice)."""
+    n_in = len(g.inputs)
+    x_rows = (0, *_contiguous(g.x_sizes))  # one value per row, the same for each of its slices
+    nodes: list[Node] = []
+    remap: dict[int, int] = {}
+    for i, n in enumerate(g.nodes):
+        key = (n.args[0], n.attr) if n.op == Op.GETITEM else (i, 0)
+        if key in slot and (n.op == Op.GETITEM or n.op not in MULTI_OUTPUT_OPS):  # a reduction's (part of) result
+            acc = Access(n_in + slot[key], 0, x_rows, (0,))
+            remap[i] = len(nodes)
+            nodes.append(Node(Op.LOAD, (), rows[slot[key]].dtype, Rank.ROW, acc))
+            continue
+        if n.op in SPLITTABLE or n.op == Op.STORE and n.rank != Rank.FULL:
+            continue  # reductions are read back; per-row outputs were stored by stage 2
+        n = sliced(n, out_shift=len(rows))
+        remap[i] = len(nodes)
+        nodes.append(replace(n, args=tuple(remap[a] for a in n.args)))
+    return KernelGraph(
+        f"{g.name}_outputs",
+        (chunks, *g.x_sizes),
+        (-(-g.rnumel // chunks),),
+        (*g.inputs, *(replace(b, is_output=False) for b in rows), *g.outputs),
+        tuple(nodes),
+        g.index_bits,
+        r_extent,
+    )

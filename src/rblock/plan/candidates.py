@@ -177,7 +177,10 @@ def _split(f: Features, h: Heuristics, first: Config, sm_count: int) -> list[Can
     if chunks < 2:
         return []
     per_chunk = -(-f.rnumel // chunks)
-    why = f"{programs} program(s) for {sm_count} SMs: {chunks} slices of {per_chunk} per row, then a combine kernel"
+    why = (
+        f"{programs} program(s) for {sm_count} SMs: {chunks} slices of {per_chunk} per row, then a combine kernel "
+        "(and one writing full-size outputs slice by slice)"
+    )
     if columns:
         shapes = [(64, 8, 8), (32, 16, 4), (128, 8, 4)]
     else:
