@@ -60,7 +60,11 @@ def summary(data: dict) -> str:
         ours = provs.get("rblock")
         if not ours or not ours.get("GBps"):
             continue
-        others = [r for p, r in provs.items() if not report.is_rblock(p) and r.get("correct") and r.get("GBps")]
+        others = [
+            r
+            for p, r in provs.items()
+            if not report.is_rblock(p) and not report.graphed(p) and r.get("correct") and r.get("GBps")
+        ]
         best = max(others, key=lambda r: r["GBps"], default=None)
         looped = provs.get("rblock_looped_only", {}).get("GBps")
         lines.append(

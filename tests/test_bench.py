@@ -60,6 +60,16 @@ def test_speedup_uses_best_correct_non_rblock_provider(rows):
     assert "speedup_vs_best_other" not in rows[0]  # the input rows are left alone
 
 
+def test_graph_replays_are_compared_with_graph_replays(rows):
+    """A provider replayed from a CUDA graph is timed without its host time: plain calls are not measured
+    against it, nor it against them."""
+    rows += [_row("compile_graph", 6.0), _row("rblock_graph", 4.0), _row("rblock_graph", 8.0, op="softmax")]
+    out = {(r["op"], r["N"], r["provider"]): r for r in report.add_speedups(rows)}
+    assert out[("rms_norm", 4096, "rblock")]["speedup_vs_best_other"] == pytest.approx(15.0 / 10.0)
+    assert out[("rms_norm", 4096, "rblock_graph")]["speedup_vs_best_other"] == pytest.approx(6.0 / 4.0)
+    assert out[("softmax", 4096, "rblock_graph")]["speedup_vs_best_other"] is None  # no other graph replay
+
+
 def test_speedup_is_none_for_an_incorrect_rblock_row():
     out = report.add_speedups([_row("rblock", 1.0, correct=False), _row("eager", 2.0)])
     assert out[0]["speedup_vs_best_other"] is None
@@ -146,7 +156,8 @@ def test_flags_are_parsed():
     )
     assert a.ns == [1024, 3000] and a.dtype == "fp16" and a.providers == ["eager", "compile"] and a.total == 4096
     s = bench_args.sweep_of(bench_args.parse_args(["--ns", "3000,1024,3000", "--small-batch", "--name", "x"]))
-    assert s.ns == (1024, 3000) and s.small_batch
+    assert s.ns == (1024, 3000) and s.small_batch and not s.graphs
+    assert bench_args.sweep_of(bench_args.parse_args(["--quick", "--graphs"])).graphs
 
 
 @pytest.mark.parametrize(

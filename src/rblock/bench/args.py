@@ -28,6 +28,7 @@ class Sweep:
     dtype: str
     total: int
     small_batch: bool
+    graphs: bool = False  # every point also replayed from a CUDA graph: the GPU's time without the host's
 
 
 def _listed(kind: Callable[[str], object], allowed: tuple[str, ...] | None = None) -> Callable[[str], list]:
@@ -67,6 +68,12 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument(
         "--small-batch", action="store_true", help="also time M in 1,8,64 at N 4096,8192, plain and in a CUDA graph"
     )
+    p.add_argument(
+        "--graphs",
+        action="store_true",
+        help="also time every provider at every point replayed from a CUDA graph (the GPU's time alone: a call "
+        "whose host time outlasts the timer's L2 flush is timed with it)",
+    )
     p.add_argument("--out", type=Path, default=Path("benchmarks/results"), help="output directory")
     p.add_argument("--name", default="bench", help="file name stem of the outputs")
     p.add_argument(
@@ -91,5 +98,11 @@ def sweep_of(args: argparse.Namespace) -> Sweep:
     ns = sorted(set(args.ns or (QUICK_NS if args.quick else DEFAULT_NS)))
     providers = args.providers or (QUICK_PROVIDERS if args.quick else DEFAULT_PROVIDERS)
     return Sweep(
-        tuple(dict.fromkeys(ops)), tuple(ns), tuple(dict.fromkeys(providers)), args.dtype, args.total, args.small_batch
+        tuple(dict.fromkeys(ops)),
+        tuple(ns),
+        tuple(dict.fromkeys(providers)),
+        args.dtype,
+        args.total,
+        args.small_batch,
+        args.graphs,
     )

@@ -164,9 +164,11 @@ def run_points(
     rows: list[dict],
     save: Callable[[], None],
     extra: dict | None = None,
+    graphs: bool = False,
 ) -> None:
     """Append a row for every (op, shape, provider) to `rows`; with `small` (small batches), timed back to back and
-    also as a CUDA-graph replay. `extra` keys are added to every row; `save()` runs after each shape."""
+    also as a CUDA-graph replay; with `graphs`, also as a CUDA-graph replay. `extra` keys are added to every row;
+    `save()` runs after each shape."""
     lacking: set[tuple[str, str]] = set()
     for op in ops:
         for m, n in shapes:
@@ -181,7 +183,7 @@ def run_points(
                 _free()
                 continue
             for provider in providers:
-                for graph in (False, True) if small else (False,):
+                for graph in (False, True) if small or graphs else (False,):
                     row = measure(point, provider, copy_GBps, graph, back_to_back=small)
                     _free()
                     if row is None:
@@ -243,7 +245,9 @@ def _run(args: argparse.Namespace, sweep: Sweep) -> int:
             _free()
             print(f"copy {meta['copy_GBps']:.0f} GB/s, read {meta['read_GBps']:.0f} GB/s", flush=True)
             shapes = [(max(1, sweep.total // n), n) for n in sweep.ns]
-            run_points(sweep.ops, shapes, sweep.dtype, providers, meta["copy_GBps"], False, done, save)
+            run_points(
+                sweep.ops, shapes, sweep.dtype, providers, meta["copy_GBps"], False, done, save, None, sweep.graphs
+            )
             if sweep.small_batch:
                 small, small_notes = prov.resolve(list(SMALL_BATCH["providers"]))
                 for note in small_notes:

@@ -16,19 +16,25 @@ def is_rblock(provider: str) -> bool:
     return provider.startswith("rblock")
 
 
+def graphed(provider: str) -> bool:
+    """A row timed as a CUDA-graph replay (compared only with other such rows)."""
+    return provider.endswith("_graph")
+
+
 def add_speedups(rows: list[dict]) -> list[dict]:
     """Copies of the rows; each rblock row gets `speedup_vs_best_other`: the fastest correct non-rblock
-    median at the same (op, M, N, dtype) over its own median (None when either side is missing)."""
+    median at the same (op, M, N, dtype), timed the same way (plainly or as a CUDA-graph replay), over its own
+    median (None when either side is missing)."""
     best: dict[tuple, float] = {}
     for r in rows:
         if not is_rblock(r["provider"]) and r.get("correct") and r.get("median_us"):
-            key = (r["op"], r["M"], r["N"], r["dtype"])
+            key = (r["op"], r["M"], r["N"], r["dtype"], graphed(r["provider"]))
             best[key] = min(best.get(key, float("inf")), r["median_us"])
     out = []
     for r in rows:
         r = dict(r)
         if is_rblock(r["provider"]):
-            other = best.get((r["op"], r["M"], r["N"], r["dtype"]))
+            other = best.get((r["op"], r["M"], r["N"], r["dtype"], graphed(r["provider"])))
             ok = r.get("correct") and r.get("median_us")
             r["speedup_vs_best_other"] = other / r["median_us"] if ok and other else None
         out.append(r)
