@@ -383,9 +383,9 @@ def test_statistics_of_values_with_a_large_mean_are_accurate(name, strategy, mak
 @pytest.mark.parametrize("align", [False, True])
 @pytest.mark.parametrize("name", ["var", "layer_norm"])
 def test_looped_welford_over_many_chunks_and_a_partial_last_one(name, align, make):
-    """Chunks of 128 over rows of 1000: each lane's Welford count is its chunk's number, one division per chunk.
-    Aligned, rows start 1 element past a 16-byte boundary and the walk's first chunk masks each row's head, whose
-    lanes then count one element less than their chunk's number."""
+    """Chunks of 128 over rows of 1000, each lane's sums taken about its first element (in the first chunk). Aligned,
+    rows start 1 element past a 16-byte boundary and the walk's first chunk masks each row's head, whose lanes then
+    meet their first element in the second chunk."""
     op = OPS_BY_NAME[name]
     x = (100.0 + make(6, 1001))[:, 1:] if align else 100.0 + make(6, 1000)
     ulp = torch.finfo(torch.float32).eps * 64
@@ -393,7 +393,19 @@ def test_looped_welford_over_many_chunks_and_a_partial_last_one(name, align, mak
     with recording() as log, rblock.settings(config=rblock.Config("looped", 1, 128, 4, align=align)):
         check_against_torch(op.rblock_fn, op.torch_fn, op.inputs(make, x), atol_scale=scale)
     (src,) = [st.spec.source for c in log for st in c.program.stages]
-    assert ("_k = 0.0  # chunks so far" in src) == (not align)
+    assert ("tl.where(r0_offset == 0," in src) == (not align)
+
+
+@pytest.mark.parametrize("name", ["var", "layer_norm"])
+def test_looped_statistics_when_each_lanes_first_element_is_far_from_the_rest(name, make):
+    """The looped sums are taken about each lane's first element: here the whole first chunk lies 1000 standard
+    deviations away from the rest of its row. The shift is one of the lane's elements, so its distance from the
+    lane's mean is part of the lane's M2 and the subtraction loses no more than a few ulps of it."""
+    op = OPS_BY_NAME[name]
+    x = make(6, 1000)
+    x[:, :128] += 1000.0
+    with rblock.settings(config=rblock.Config("looped", 1, 128, 4)):
+        check_against_torch(op.rblock_fn, op.torch_fn, op.inputs(make, x))
 
 
 def test_layer_norm_of_a_constant_row_is_the_bias(strategy):

@@ -252,7 +252,7 @@ class _Body(RowLoop):
         self.out.append(f"# pass {k + 1}: {', '.join(f'%{t}' for t in targets)}")
         uniform = self.walk is None  # a walk's first chunk masks the lanes before each row's start
         for r in reductions:
-            self.out += acc_init(g, r, uniform)
+            self.out += acc_init(g, r)
         u, end = self.cfg.unroll, g.rnumel + self.vec - 1  # a walk from the boundary below covers vec - 1 more
         unroll = f"tl.range(0, {end}, RBLOCK, loop_unroll_factor={u}):  # {u} chunks' loads in flight"
         self.out.append(f"for r0_offset in {unroll if u > 1 else f'range(0, {end}, RBLOCK):'}")

@@ -99,8 +99,8 @@ def split_row_combine(g: KernelGraph, i: int, ws: list[int], parts: int) -> list
     ]
 
 
-def acc_init(g: KernelGraph, i: int, uniform: bool = False) -> list[str]:
-    """Looped: the [XBLOCK, RBLOCK] accumulators of reduction i (`uniform`: see `acc_update`)."""
+def acc_init(g: KernelGraph, i: int) -> list[str]:
+    """Looped: the [XBLOCK, RBLOCK] accumulators of reduction i."""
     op, src = g.nodes[i].op, g.nodes[g.nodes[i].args[0]]
     shape = "[XBLOCK, RBLOCK]"
     ridx = "tl.int64" if g.index_bits == 64 else "tl.int32"
@@ -114,22 +114,22 @@ def acc_init(g: KernelGraph, i: int, uniform: bool = False) -> list[str]:
         Op.ARGMAX: [("_v", low, val_t), ("_i", "0", ridx)],
         Op.ARGMIN: [("_v", high, val_t), ("_i", "0", ridx)],
         Op.WELFORD: [
-            ("_mean", "0", "tl.float32"),
-            ("_m2", "0", "tl.float32"),
+            ("_shift", "0", "tl.float32"),
+            ("_dsum", "0", "tl.float32"),
+            ("_d2", "0", "tl.float32"),
             ("_n", "0", "tl.float32"),
-            ("_sum", "0", "tl.float32"),
         ],
         Op.SOFTMAX_STATS: [("_m", 'float("-inf")', "tl.float32"), ("_s", "0", "tl.float32")],
     }[op]
-    chunks = [f"acc{i}_k = 0.0  # chunks so far"] if uniform and op == Op.WELFORD else []
-    return chunks + [f"acc{i}{suffix} = tl.full({shape}, {value}, {t})" for suffix, value, t in init]
+    return [f"acc{i}{suffix} = tl.full({shape}, {value}, {t})" for suffix, value, t in init]
 
 
 def acc_update(g: KernelGraph, i: int, v: str, uniform: bool = False) -> list[str]:
-    """Looped: fold one chunk (value `v`) into reduction i's accumulators. `uniform`: a lane masked in one chunk is
-    masked in every later one (rows end, they do not start, inside a chunk), so every lane still in its row holds
-    one element per chunk so far, and Welford's count is the chunk's number: one division per chunk, not per
-    element."""
+    """Looped: fold one chunk (value `v`) into reduction i's accumulators. Mean-variance keeps, per lane, the sums
+    of its elements' differences from the lane's first element and of their squares: a subtraction, an add and a
+    fused multiply-add per element, and no cancellation while a lane's elements lie near each other. `uniform`: a
+    lane masked in one chunk is masked in every later one (rows end, they do not start, inside a chunk), so every
+    lane meets its first element in the first chunk."""
     n = g.nodes[i]
     a = f"acc{i}"
     zero = "0.0" if g.nodes[n.args[0]].dtype.is_float else "0"
@@ -144,23 +144,14 @@ def acc_update(g: KernelGraph, i: int, v: str, uniform: bool = False) -> list[st
         # masked lanes lose every tie: an aligned walk's head lanes have negative positions
         idx = "tl.broadcast_to(tl.where(mask, rindex, rnumel), [XBLOCK, RBLOCK])"
         return lines + [f"{a}_v, {a}_i = {fn}({a}_v, {a}_i, tl.where(mask, {v}, {ident}), {idx})"]
-    if n.op == Op.WELFORD and uniform:
-        return lines + [
-            f"{a}_k = {a}_k + 1.0",
-            f"{a}_n = {a}_n + tl.where(mask, 1.0, 0.0)",
-            f"{a}_delta = {v} - {a}_mean",
-            f"{a}_mean = {a}_mean + tl.where(mask, {a}_delta * (1.0 / {a}_k), 0.0)",
-            f"{a}_m2 = {a}_m2 + tl.where(mask, {a}_delta * ({v} - {a}_mean), 0.0)",
-            f"{a}_sum = {a}_sum + tl.where(mask, {v}, 0.0)",
-        ]
     if n.op == Op.WELFORD:
+        first = "r0_offset == 0" if uniform else f"mask & ({a}_n == 0.0)"
         return lines + [
-            f"{a}_n_next = {a}_n + tl.where(mask, 1.0, 0.0)",
-            f"{a}_delta = {v} - {a}_mean",
-            f"{a}_mean = {a}_mean + tl.where(mask, {a}_delta / tl.maximum({a}_n_next, 1.0), 0.0)",
-            f"{a}_m2 = {a}_m2 + tl.where(mask, {a}_delta * ({v} - {a}_mean), 0.0)",
-            f"{a}_n = {a}_n_next",
-            f"{a}_sum = {a}_sum + tl.where(mask, {v}, 0.0)",
+            f"{a}_shift = tl.where({first}, {v}, {a}_shift)  # the lane's first element",
+            f"{a}_d = tl.where(mask, {v} - {a}_shift, 0.0)",
+            f"{a}_n = {a}_n + tl.where(mask, 1.0, 0.0)",
+            f"{a}_dsum = {a}_dsum + {a}_d",
+            f"{a}_d2 = {a}_d2 + {a}_d * {a}_d",
         ]
     assert n.op == Op.SOFTMAX_STATS
     # online softmax with one exp per element: of the two exps against the new max, one is e^0
@@ -185,12 +176,19 @@ def acc_finish(g: KernelGraph, i: int) -> list[str]:
         fn = "_argmax" if n.op == Op.ARGMAX else "_argmin"
         return [f"_, {t} = tl.reduce(({a}_v, {a}_i), 1, {fn})", f"{t} = {t}[:, None]"]
     if n.op == Op.WELFORD:
-        # the sum gives the more accurate mean; a row without spread keeps Welford's mean, which is then exact
+        # each lane's mean and M2 (one division per lane), combined across lanes by Welford; lanes without elements
+        # are zeros, whatever their shift. The sum gives the more accurate mean; a row without spread keeps
+        # Welford's mean, which is then exact
         return [
-            f"{t}_mean, {t}_1, _ = tl.reduce(({a}_mean, {a}_m2, {a}_n), 1, _welford)",
+            f"{t}_has = {a}_n > 0.0",
+            f"{t}_inv = 1.0 / tl.maximum({a}_n, 1.0)",
+            f"{t}_lmean = tl.where({t}_has, {a}_shift + {a}_dsum * {t}_inv, 0.0)",
+            f"{t}_lm2 = tl.maximum({a}_d2 - {a}_dsum * {a}_dsum * {t}_inv, 0.0)",
+            f"{t}_lsum = tl.where({t}_has, {a}_shift * {a}_n + {a}_dsum, 0.0)",
+            f"{t}_mean, {t}_1, _ = tl.reduce(({t}_lmean, {t}_lm2, {a}_n), 1, _welford)",
             f"{t}_mean = {t}_mean[:, None]",
             f"{t}_1 = {t}_1[:, None]",
-            f"{t}_0 = tl.where({t}_1 == 0.0, {t}_mean, tl.sum({a}_sum, 1)[:, None] / rnumel)",
+            f"{t}_0 = tl.where({t}_1 == 0.0, {t}_mean, tl.sum({t}_lsum, 1)[:, None] / rnumel)",
         ]
     return [
         f"{t}_max = tl.reduce({a}_m, 1, _maximum)[:, None]",

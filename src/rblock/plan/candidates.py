@@ -340,7 +340,7 @@ def plan(f: Features, h: Heuristics, strategy: str = "auto", sm_count: int = 132
                 )
             )
     elif f.online_reductions and f.rnumel <= h.online_single_pass_max_rnumel:
-        why = "one pass: looped, the online reduction costs two exps or a division per element"
+        why = "one pass: looped, the online reduction costs more per element"
         cands += _single_pass(f, h, "persistent", xblock, why, fewer_warps=True)
     cands += _prefetching(f, h, cands, sm_count)
     cands += _whole_rows(f, h, sm_count)

@@ -62,8 +62,8 @@ class Heuristics:
 
     online_single_pass_max_rnumel: int = 32768
     """Rows up to this length also get single-pass candidates when the kernel has an online reduction (softmax
-    statistics, Welford), whose looped form costs two exps or a division per element, even where the seed rule
-    sees no bytes to save (cross_entropy, var). The same register bound as the seed's."""
+    statistics, mean-variance), whose looped form costs an exp or three more instructions per element, even where
+    the seed rule sees no bytes to save (cross_entropy, var). The same register bound as the seed's."""
 
     exact_tiles_min_padding: float = 1.2
     """A row of k * 2^j elements (k = 3, 5 or 7) that its power-of-two tile pads by at least this factor also gets
