@@ -569,7 +569,7 @@ SPECIAL_ROWS = {
     "all_plus_inf": lambda n: [INF] * n,
     "minus_inf_then_finite": lambda n: [-INF] * (n - 1) + [3.0],
 }
-INF_OPS = ["amax", "amin", "logsumexp", "softmax", "log_softmax", "sum"]
+INF_OPS = ["amax", "amin", "logsumexp", "softmax", "log_softmax", "sum", "var", "std", "layer_norm", "rms_norm"]
 
 
 @pytest.mark.parametrize("row", list(SPECIAL_ROWS))
