@@ -246,3 +246,17 @@ def test_each_candidate_config_is_offered_once(op: str, m: int, n: int, strategy
     for compiled in log:
         configs = [c.config for c in compiled.plan.candidates]
         assert len(configs) == len(set(configs)), configs
+
+
+@pytest.mark.parametrize(("op", "m", "n"), [("layer_norm", 2048, 32768), ("softmax", 4096, 16384)])
+def test_long_rows_get_prefetching_twins_at_each_warp_count(op: str, m: int, n: int):
+    cands = [c.config for c in planned(op, m, n)[0].plan.candidates]
+    twins = [c for c in cands if c.prefetch]
+    singles = [c for c in cands if c.single_pass and c.kind != "split_row" and not c.prefetch and c.tiles == 1]
+    assert {c.num_warps for c in twins} == {c.num_warps for c in singles if not c.align} and len(twins) >= 2
+    assert all(c.recompute and c.RBLOCK == singles[0].RBLOCK for c in twins)
+    assert all(replace(c, prefetch=False) in cands for c in twins)  # each the twin of an offered single pass
+
+
+def test_short_tiles_get_no_prefetching_twin():
+    assert not any(c.config.prefetch for c in planned("rms_norm", 16384, 4096)[0].plan.candidates)

@@ -36,11 +36,12 @@ def _cross_entropy_rows(logits, target, ignore_index, out_dtype):
     lse = torch.logsumexp(logits.float(), dim=1)
     picked = torch.gather(logits, 1, t.unsqueeze(1)).squeeze(1).float()
     loss = torch.where(valid, torch.where(in_range, lse - picked, math.nan), 0.0)
-    return loss.to(out_dtype), valid
+    return loss.to(out_dtype)
 
 
-def _mean_of_valid(loss, valid, out_dtype):
-    return (loss.sum() / valid.sum()).to(out_dtype)
+def _mean_of_valid(loss, target, ignore_index, out_dtype):
+    """The mean over the rows not ignored; their count from the targets (no per-row flags to allocate and store)."""
+    return (loss.sum() / (target != ignore_index).sum()).to(out_dtype)
 
 
 def _sum_all(loss, out_dtype):
@@ -71,8 +72,8 @@ def cross_entropy(
     if logits.shape[1] == 0:
         raise InvalidArgument(op, "logits", "has no classes")
     if reduction == "none":
-        return _rows_kernel(logits, target, int(ignore_index), logits.dtype)[0]
-    loss, valid = _rows_kernel(logits, target, int(ignore_index), torch.float32)
+        return _rows_kernel(logits, target, int(ignore_index), logits.dtype)
+    loss = _rows_kernel(logits, target, int(ignore_index), torch.float32)
     if reduction == "sum":
         return _sum_kernel(loss, logits.dtype)
-    return _mean_kernel(loss, valid, logits.dtype)
+    return _mean_kernel(loss, target, int(ignore_index), logits.dtype)

@@ -234,23 +234,25 @@ def _aligned(f: Features, cands: list[Candidate]) -> list[Candidate]:
 
 def _prefetching(f: Features, h: Heuristics, cands: list[Candidate], sm_count: int) -> list[Candidate]:
     """Rows enough for each program to take several, and rows so long that one or two programs fill an SM: the
-    first single pass of one tile again, its programs looping over rows and loading the next one before reducing
-    this one (16-bit inputs held as loaded, so that two rows fit). Rows that gather (a per-row index, then the value
-    at it: two dependent loads) get the twin of every single pass of one tile, whatever its size: the index is
-    loaded a row ahead, so the gather goes out with the row's turn."""
+    first single pass of one tile again, at each of its warp counts, its programs looping over rows and loading the
+    next one before reducing this one (16-bit inputs held as loaded, so that two rows fit). Rows that gather (a
+    per-row index, then the value at it: two dependent loads) get the twin of every single pass of one tile,
+    whatever its size: the index is loaded a row ahead, so the gather goes out with the row's turn."""
     if f.xnumel < 2 * sm_count:
         return []
-    out = []
+    why = "; programs loop over rows, each loading its next row before reducing this one"
+    twins: dict[Config, Candidate] = {}
+    first = None
     for c in cands:
         cfg = c.config
         one_tile = cfg.kind != "split_row" and cfg.tiles == 1 and not cfg.align
-        if cfg.single_pass and one_tile and (f.gathers or cfg.XBLOCK * cfg.RBLOCK >= h.prefetch_min_tile):
-            why = "; programs loop over rows, each loading its next row before reducing this one"
+        if not (cfg.single_pass and one_tile and (f.gathers or cfg.XBLOCK * cfg.RBLOCK >= h.prefetch_min_tile)):
+            continue
+        first = first or cfg
+        if f.gathers or (cfg.kind, cfg.XBLOCK, cfg.RBLOCK) == (first.kind, first.XBLOCK, first.RBLOCK):
             twin = replace(cfg, prefetch=True, recompute=f.narrow_loads or cfg.recompute)
-            out.append(Candidate(twin, c.reason + why))
-            if not f.gathers:
-                break
-    return out
+            twins.setdefault(twin, Candidate(twin, c.reason + why))
+    return list(twins.values())
 
 
 def _whole_rows(f: Features, h: Heuristics, sm_count: int) -> list[Candidate]:

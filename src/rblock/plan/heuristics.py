@@ -163,7 +163,8 @@ class Heuristics:
     memory idles. With it (trials_run7.json): softmax (2730, 24576) 74.8 us, (2048, 32768) 76.8; at (4096, 16384)
     the twin lost (77.8 against 73.6 us), so the tuner keeps measuring both. Rows that gather get the twin at any
     tile size (trials_run9.json: cross_entropy (16384, 4096) 49.5 against 52.8 us, (65536, 1024) 49.8 against
-    52.4)."""
+    52.4). The twin comes at each warp count of its single pass (trials_run22_ln.json): layer_norm (2048, 32768)
+    at 32 warps spills and took 110.1 us, at 16 warps 83.6 us against 92.5 for the best single pass without it."""
 
     split_row_max_parts_per_sm: float = 0.5
     """A split row spans at most this many programs per SM, so that several row groups run at once."""
