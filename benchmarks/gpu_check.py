@@ -54,7 +54,7 @@ def main(out_dir: str) -> None:
             )
             for t in row["trials"]:
                 print(
-                    f"      {t['config']:70s} {t['median_us']} us regs {t['n_regs']} spills {t['n_spills']} {t['note']}"
+                    f"      {t['config']:70s} {t['median_us']} us regs {t['n_regs']} spill bytes {t['spill_bytes']} {t['note']}"
                 )
     # a second process must find the tuned winner in the cache
     code = (

@@ -184,10 +184,11 @@ class Program:
             launch(st, self._buffers(st, inputs, outputs, ws))
 
     def compile(self, inputs: list[torch.Tensor], outputs: list[torch.Tensor]) -> tuple[int, int]:
-        """Build every stage without running it; the most registers and spill bytes of any stage."""
+        """Build every stage without running it; the most registers and spill bytes of any stage (Triton reports
+        a kernel's local memory in 4-byte words)."""
         ws = self._workspace(outputs[0].device) if self.workspace else []
         regs = spills = 0
         for st in self.stages:
             compiled = st.compile(self._buffers(st, inputs, outputs, ws))
-            regs, spills = max(regs, int(compiled.n_regs)), max(spills, int(compiled.n_spills))
+            regs, spills = max(regs, int(compiled.n_regs)), max(spills, 4 * int(compiled.n_spills))
         return regs, spills

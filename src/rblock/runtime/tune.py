@@ -22,7 +22,7 @@ class Trial:
     reason: str
     median_us: float | None  # None: not timed
     n_regs: int | None
-    n_spills: int | None
+    spill_bytes: int | None
     note: str  # why it was dropped, or ""
 
     def as_dict(self) -> dict:
@@ -32,7 +32,7 @@ class Trial:
             "reason": self.reason,
             "median_us": self.median_us,
             "n_regs": self.n_regs,
-            "n_spills": self.n_spills,
+            "spill_bytes": self.spill_bytes,
             "note": self.note,
         }
 
