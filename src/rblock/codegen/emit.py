@@ -64,11 +64,8 @@ def _add2(a0, a1, b0, b1):
 
 
 @triton.jit
-def _welford(mean_a, m2_a, n_a, mean_b, m2_b, n_b):
-    n = n_a + n_b
-    delta = mean_b - mean_a
-    frac_b = tl.where(n == 0, 0.0, n_b / tl.maximum(n, 1.0))
-    return mean_a + delta * frac_b, m2_a + m2_b + delta * delta * n_a * frac_b, n
+def _add_max_min(s_a, hi_a, lo_a, s_b, hi_b, lo_b):
+    return s_a + s_b, _maximum(hi_a, hi_b), _minimum(lo_a, lo_b)
 """
 
 # The helpers written in inline PTX. `_widen`, 16-bit -> fp32 for recompute kernels, has side effects, so that the

@@ -176,19 +176,26 @@ def acc_finish(g: KernelGraph, i: int) -> list[str]:
         fn = "_argmax" if n.op == Op.ARGMAX else "_argmin"
         return [f"_, {t} = tl.reduce(({a}_v, {a}_i), 1, {fn})", f"{t} = {t}[:, None]"]
     if n.op == Op.WELFORD:
-        # each lane's mean and M2 (one division per lane), combined across lanes by Welford; lanes without elements
-        # are zeros, whatever their shift. The sum gives the more accurate mean; a row without spread keeps
-        # Welford's mean, which is then exact
+        # each lane's mean and M2 (one division per lane), then across lanes two exchanges without divisions: the
+        # row's sum, with the highest and lowest lane mean (lanes of one mean: a row without spread keeps it
+        # exactly); then, about the mean from that sum, the lanes' weighted deviations (the sum's error, corrected)
+        # and M2 = sum(M2_i + n_i * dev_i^2), exact for any counts. Lanes without elements take no part
+        has, lmean, rough = f"{t}_has", f"{t}_lmean", f"{t}_rough"
         return [
-            f"{t}_has = {a}_n > 0.0",
+            f"{has} = {a}_n > 0.0",
             f"{t}_inv = 1.0 / tl.maximum({a}_n, 1.0)",
-            f"{t}_lmean = tl.where({t}_has, {a}_shift + {a}_dsum * {t}_inv, 0.0)",
+            f"{lmean} = {a}_shift + {a}_dsum * {t}_inv",
             f"{t}_lm2 = tl.maximum({a}_d2 - {a}_dsum * {a}_dsum * {t}_inv, 0.0)",
-            f"{t}_lsum = tl.where({t}_has, {a}_shift * {a}_n + {a}_dsum, 0.0)",
-            f"{t}_mean, {t}_1, _ = tl.reduce(({t}_lmean, {t}_lm2, {a}_n), 1, _welford)",
-            f"{t}_mean = {t}_mean[:, None]",
-            f"{t}_1 = {t}_1[:, None]",
-            f"{t}_0 = tl.where({t}_1 == 0.0, {t}_mean, tl.sum({t}_lsum, 1)[:, None] / rnumel)",
+            f"{t}_lsum = tl.where({has}, {a}_shift * {a}_n + {a}_dsum, 0.0)",
+            f'{t}_hi = tl.where({has}, {lmean}, float("-inf"))',
+            f'{t}_lo = tl.where({has}, {lmean}, float("inf"))',
+            f"{t}_sum, {t}_hi, {t}_lo = tl.reduce(({t}_lsum, {t}_hi, {t}_lo), 1, _add_max_min)",
+            f"{rough} = tl.where({t}_hi == {t}_lo, {t}_hi, {t}_sum / rnumel)[:, None]",
+            f"{t}_dev = tl.where({has}, {lmean} - {rough}, 0.0)",
+            f"{t}_c, {t}_m2 = tl.reduce(({a}_n * {t}_dev, {t}_lm2 + {a}_n * {t}_dev * {t}_dev), 1, _add2)",
+            f"{t}_c = {t}_c[:, None] / rnumel  # the rough mean's error",
+            f"{t}_0 = {rough} + {t}_c",
+            f"{t}_1 = tl.maximum({t}_m2[:, None] - {t}_c * {t}_c * rnumel, 0.0)",
         ]
     return [
         f"{t}_max = tl.reduce({a}_m, 1, _maximum)[:, None]",
