@@ -64,8 +64,8 @@ def _add2(a0, a1, b0, b1):
 
 
 @triton.jit
-def _add_max_min(s_a, hi_a, lo_a, s_b, hi_b, lo_b):
-    return s_a + s_b, _maximum(hi_a, hi_b), _minimum(lo_a, lo_b)
+def _add_max_min_add(s_a, hi_a, lo_a, t_a, s_b, hi_b, lo_b, t_b):
+    return s_a + s_b, _maximum(hi_a, hi_b), _minimum(lo_a, lo_b), t_a + t_b
 """
 
 # The helpers written in inline PTX. `_widen`, 16-bit -> fp32 for recompute kernels, has side effects, so that the

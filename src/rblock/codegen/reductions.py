@@ -177,9 +177,10 @@ def acc_finish(g: KernelGraph, i: int) -> list[str]:
         return [f"_, {t} = tl.reduce(({a}_v, {a}_i), 1, {fn})", f"{t} = {t}[:, None]"]
     if n.op == Op.WELFORD:
         # each lane's mean and M2 (one division per lane), then across lanes two exchanges without divisions: the
-        # row's sum, with the highest and lowest lane mean (lanes of one mean: a row without spread keeps it
-        # exactly); then, about the mean from that sum, the lanes' weighted deviations (the sum's error, corrected)
-        # and M2 = sum(M2_i + n_i * dev_i^2), exact for any counts. Lanes without elements take no part
+        # row's sum and the lanes' M2, with the highest and lowest lane mean (lanes of one mean: a row without
+        # spread keeps it exactly); then, about the mean from that sum, the lanes' weighted deviations (the sum's
+        # error, corrected) and their squares: M2 = sum(M2_i + n_i * dev_i^2), exact for any counts. Lanes without
+        # elements take no part. Only each lane's mean and count stay live across the first exchange
         has, lmean, rough = f"{t}_has", f"{t}_lmean", f"{t}_rough"
         return [
             f"{has} = {a}_n > 0.0",
@@ -189,13 +190,13 @@ def acc_finish(g: KernelGraph, i: int) -> list[str]:
             f"{t}_lsum = tl.where({has}, {a}_shift * {a}_n + {a}_dsum, 0.0)",
             f'{t}_hi = tl.where({has}, {lmean}, float("-inf"))',
             f'{t}_lo = tl.where({has}, {lmean}, float("inf"))',
-            f"{t}_sum, {t}_hi, {t}_lo = tl.reduce(({t}_lsum, {t}_hi, {t}_lo), 1, _add_max_min)",
+            f"{t}_sum, {t}_hi, {t}_lo, {t}_m2 = tl.reduce(({t}_lsum, {t}_hi, {t}_lo, {t}_lm2), 1, _add_max_min_add)",
             f"{rough} = tl.where({t}_hi == {t}_lo, {t}_hi, {t}_sum / rnumel)[:, None]",
             f"{t}_dev = tl.where({has}, {lmean} - {rough}, 0.0)",
-            f"{t}_c, {t}_m2 = tl.reduce(({a}_n * {t}_dev, {t}_lm2 + {a}_n * {t}_dev * {t}_dev), 1, _add2)",
+            f"{t}_c, {t}_dev2 = tl.reduce(({a}_n * {t}_dev, {a}_n * {t}_dev * {t}_dev), 1, _add2)",
             f"{t}_c = {t}_c[:, None] / rnumel  # the rough mean's error",
             f"{t}_0 = {rough} + {t}_c",
-            f"{t}_1 = tl.maximum({t}_m2[:, None] - {t}_c * {t}_c * rnumel, 0.0)",
+            f"{t}_1 = tl.maximum(({t}_m2 + {t}_dev2)[:, None] - {t}_c * {t}_c * rnumel, 0.0)",
         ]
     return [
         f"{t}_max = tl.reduce({a}_m, 1, _maximum)[:, None]",
