@@ -380,6 +380,29 @@ def test_statistics_of_values_with_a_large_mean_are_accurate(name, strategy, mak
     check_against_torch(op.rblock_fn, op.torch_fn, inputs, strategy=strategy, atol_scale=max(1.0, 8 * ulp / atol))
 
 
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16])
+@pytest.mark.parametrize("name", ["var", "std", "layer_norm"])
+def test_statistics_of_16_bit_values_with_a_large_mean_are_accurate(name, dtype, make):
+    """From 16-bit data the single pass takes the mean as summed, without the residuals' correction: its rounding
+    (a few fp32 ulps of 100) is far below the data's own resolution (2^-8 or 2^-11 of 100)."""
+    op = OPS_BY_NAME[name]
+    check_against_torch(
+        op.rblock_fn, op.torch_fn, op.inputs(make, (100.0 + make(5, 1000)).to(dtype)), strategy="persistent"
+    )
+
+
+def test_single_pass_mean_variance_corrects_the_mean_of_fp32_data_only():
+    var = rblock.compile(lambda t: t.var(-1), name="var")
+
+    def source(dtype: torch.dtype) -> str:
+        x = torch.randn(4, 1000, dtype=dtype)
+        with rblock.settings(strategy="persistent"):
+            return var.compiled_for(x).program.stages[0].spec.source
+
+    assert "_dsum" in source(torch.float32)
+    assert "_dsum" not in source(torch.bfloat16) and "_dsum" not in source(torch.float16)
+
+
 @pytest.mark.parametrize("align", [False, True])
 @pytest.mark.parametrize("name", ["var", "layer_norm"])
 def test_looped_welford_over_many_chunks_and_a_partial_last_one(name, align, make):

@@ -61,14 +61,15 @@ def test_a_config_proposed_twice_is_compiled_once():
 
 
 def test_a_few_spilled_words_are_timed_and_more_are_dropped(monkeypatch):
-    """The times and spills of layer_norm (2048, 32768)'s forms on the H200 (trials_run22_ln.json)."""
+    """Times and spills like those of layer_norm (2048, 32768)'s forms on the H200 (trials_run22_ln.json), and one
+    form that would be faster but spills past the bound."""
     import triton.testing
 
     from rblock.plan import DEFAULT, Candidate
     from rblock.runtime.tune import tune
 
     plain, few, many = (Config("persistent_rblock", 1, 32768, w, no_rblock_scaling=True) for w in (32, 16, 8))
-    spills, times = {plain: 0, few: 24, many: 64}, {plain: 92.5, few: 83.6, many: 70.0}
+    spills, times = {plain: 0, few: 40, many: 96}, {plain: 92.5, few: 83.6, many: 70.0}
 
     class FakeProgram:
         def __init__(self, cfg: Config):
@@ -83,8 +84,8 @@ def test_a_few_spilled_words_are_timed_and_more_are_dropped(monkeypatch):
     monkeypatch.setattr(triton.testing, "do_bench", lambda fn, **kw: fn() / 1000)
     cands = [Candidate(c, "test") for c in (plain, few, many)]
     best, trials = tune(cands, FakeProgram, [], [], DEFAULT, 65536)
-    assert DEFAULT.max_spill_bytes == 32
+    assert DEFAULT.max_spill_bytes == 64
     assert best == few  # `many` would be faster, but spills past the bound: not timed
     by_cfg = {t.config: t for t in trials}
-    assert by_cfg[many].median_us is None and by_cfg[many].note == "spills 64 bytes"
-    assert by_cfg[few].median_us == 83.6 and by_cfg[few].spill_bytes == 24
+    assert by_cfg[many].median_us is None and by_cfg[many].note == "spills 96 bytes"
+    assert by_cfg[few].median_us == 83.6 and by_cfg[few].spill_bytes == 40

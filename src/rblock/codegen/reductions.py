@@ -7,7 +7,7 @@ from collections.abc import Callable
 
 from rblock.codegen.emit import TL_DTYPE, extreme, round16
 from rblock.ir import DType, KernelGraph, Op
-from rblock.ir.query import reduction_levels
+from rblock.ir.query import from_16_bit, reduction_levels
 
 # (operand, its names per tile) -> (its names after a reduction, the lines that compute them)
 Again = Callable[[int, list[str]], tuple[list[str], list[str]]]
@@ -239,14 +239,17 @@ def single_pass(
         lines = [f"{t}_v, {t}_i = {values[0]}, {idxs[0]}"]
         lines += [f"{t}_v, {t}_i = {fn}({t}_v, {t}_i, {v}, {x})" for v, x in zip(values[1:], idxs[1:])]
         return lines + [f"_, {t} = tl.reduce(({t}_v, {t}_i), 1, {fn})", f"{t} = {t}[:, None]"]
-    if op == Op.WELFORD:  # two-pass in registers, with the mean corrected by the mean of the residuals
+    if op == Op.WELFORD:  # two-pass in registers
         total = " + ".join(masked(vs, "0.0"))
         vs, redo = again(n.args[0], vs)
         first = [f"{t}_shift = tl.sum({total}, 1)[:, None] / rnumel", *redo]
         ds = [f"{t}_d"] if len(vs) == 1 else [f"{t}_d_t{j}" for j in range(len(vs))]
         dsum, d2 = " + ".join(ds), " + ".join(f"{d} * {d}" for d in ds)
-        return first + [
-            *[f"{d} = tl.where({m}, {v} - {t}_shift, 0.0)" for d, m, v in zip(ds, masks, vs)],
+        residuals = [f"{d} = tl.where({m}, {v} - {t}_shift, 0.0)" for d, m, v in zip(ds, masks, vs)]
+        if from_16_bit(g, n.args[0]):  # the sum's rounding is far below the data's resolution: the mean as summed
+            return first + [*residuals, f"{t}_0 = {t}_shift", f"{t}_1 = tl.sum({d2}, 1)[:, None]"]
+        return first + [  # fp32 data: the mean corrected by the mean of the residuals
+            *residuals,
             f"{t}_dsum, {t}_d2 = tl.reduce(({dsum}, {d2}), 1, _add2)  # one exchange for both sums",
             f"{t}_dsum = {t}_dsum[:, None]",
             f"{t}_0 = {t}_shift + {t}_dsum / rnumel",

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from rblock.ir.nodes import REDUCE_OPS, KernelGraph, Op, Rank
+from rblock.ir.nodes import REDUCE_OPS, DType, KernelGraph, Op, Rank
 
 
 def reduction_levels(g: KernelGraph) -> dict[int, int]:
@@ -30,6 +30,13 @@ def full_cone(g: KernelGraph, i: int, stop: frozenset[int] = frozenset()) -> lis
                 if g.nodes[a].rank == Rank.FULL and a not in stop:
                     stack.append(a)
     return sorted(seen)
+
+
+def from_16_bit(g: KernelGraph, i: int) -> bool:
+    """Whether full-size value i is computed from 16-bit loads alone: its data resolve 2^-8 (bf16) or 2^-11 (fp16)
+    of their magnitude, far coarser than the rounding of an fp32 sum over a row."""
+    loads = [j for j in [*full_cone(g, i), i] if g.nodes[j].op == Op.LOAD and g.nodes[j].rank == Rank.FULL]
+    return bool(loads) and all(g.nodes[j].dtype in (DType.BF16, DType.F16) for j in loads)
 
 
 def looped_passes(g: KernelGraph) -> list[list[int]]:
