@@ -393,14 +393,16 @@ def test_statistics_of_16_bit_values_with_a_large_mean_are_accurate(name, dtype,
 
 def test_single_pass_mean_variance_corrects_the_mean_of_fp32_data_only():
     var = rblock.compile(lambda t: t.var(-1), name="var")
+    offset_var = rblock.compile(lambda t: (t.float() + 1e6).var(-1), name="offset_var")
 
-    def source(dtype: torch.dtype) -> str:
+    def source(fn, dtype: torch.dtype) -> str:
         x = torch.randn(4, 1000, dtype=dtype)
         with rblock.settings(strategy="persistent"):
-            return var.compiled_for(x).program.stages[0].spec.source
+            return fn.compiled_for(x).program.stages[0].spec.source
 
-    assert "_dsum" in source(torch.float32)
-    assert "_dsum" not in source(torch.bfloat16) and "_dsum" not in source(torch.float16)
+    assert "_dsum" in source(var, torch.float32)
+    assert "_dsum" not in source(var, torch.bfloat16) and "_dsum" not in source(var, torch.float16)
+    assert "_dsum" in source(offset_var, torch.bfloat16)  # fp32 arithmetic on the way: values as fine as fp32's
 
 
 @pytest.mark.parametrize("align", [False, True])

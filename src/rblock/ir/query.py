@@ -33,10 +33,13 @@ def full_cone(g: KernelGraph, i: int, stop: frozenset[int] = frozenset()) -> lis
 
 
 def from_16_bit(g: KernelGraph, i: int) -> bool:
-    """Whether full-size value i is computed from 16-bit loads alone: its data resolve 2^-8 (bf16) or 2^-11 (fp16)
-    of their magnitude, far coarser than the rounding of an fp32 sum over a row."""
-    loads = [j for j in [*full_cone(g, i), i] if g.nodes[j].op == Op.LOAD and g.nodes[j].rank == Rank.FULL]
-    return bool(loads) and all(g.nodes[j].dtype in (DType.BF16, DType.F16) for j in loads)
+    """Whether full-size value i is a 16-bit load, widened or not: its values resolve 2^-8 (bf16) or 2^-11 (fp16) of
+    their magnitude, far coarser than the rounding of an fp32 sum over a row. (Arithmetic in fp32 on the way, such
+    as adding an offset, can make values as fine as fp32's own resolution.)"""
+    while g.nodes[i].op == Op.CAST:
+        i = g.nodes[i].args[0]
+    n = g.nodes[i]
+    return n.op == Op.LOAD and n.rank == Rank.FULL and n.dtype in (DType.BF16, DType.F16)
 
 
 def looped_passes(g: KernelGraph) -> list[list[int]]:
