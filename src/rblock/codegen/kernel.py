@@ -423,9 +423,11 @@ class _Body(RowLoop):
     def _eviction(self, i: int, has_x: bool) -> str | None:
         if not has_x:
             return "evict_last"  # parameters broadcast over rows: every program reads them
-        if not self.looped or self.g.nodes[i].rank != Rank.FULL:
+        if self.g.nodes[i].rank != Rank.FULL:
             return None
-        later = any(i in uses for uses in self.loop_uses[self.pass_index + 1 :])
+        # a row read for the last time goes first: L2 then keeps the lines written before it (often dirty, and
+        # written back to memory when evicted) rather than the row's
+        later = self.looped and any(i in uses for uses in self.loop_uses[self.pass_index + 1 :])
         return "evict_last" if later else "evict_first"
 
     def _gather(self, acc: Access, pos: str, dt: DType) -> str:
