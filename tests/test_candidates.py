@@ -207,3 +207,20 @@ def test_a_value_read_back_twice_stays_in_l2_until_its_last_loop():
     with rblock.settings(config=cfg), recording() as log:
         rblock.compile(lambda x, y: (torch.softmax(x, -1), x * y), name="softmax_and_product")(x, r)
     assert "tl.debug_barrier()" not in make_program(log[0].graph, cfg, interpret=False).stages[0].spec.source
+
+
+def test_a_single_pass_that_writes_only_per_row_results_reads_its_rows_first_out_of_l2():
+    """var's rows are dead once loaded: evict_first. softmax writes rows as well: no policy on its loads."""
+    torch.manual_seed(4)
+    x = torch.randn(6, 3000, dtype=torch.bfloat16) * 2 + 1
+    cfg = rblock.Config("persistent", 1, 4096, 4)
+    bodies = {}
+    with rblock.settings(config=cfg):
+        for name, fn in (("var", lambda t: t.float().var(-1)), ("softmax", lambda t: torch.softmax(t.float(), -1))):
+            with recording() as log:
+                got = rblock.compile(fn, name=name)(x)
+            assert_matches(got, fn(x), fn(x.double()))
+            bodies[name] = make_program(log[0].graph, cfg, interpret=False).stages[0].spec.source
+    loads = {k: [line for line in b.splitlines() if "tl.load(in_ptr0" in line] for k, b in bodies.items()}
+    assert loads["var"] and all("evict_first" in line for line in loads["var"])
+    assert loads["softmax"] and not any("evict" in line for line in loads["softmax"])

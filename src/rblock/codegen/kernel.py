@@ -112,6 +112,7 @@ class _Body(RowLoop):
         self.split_row = config.kind == "split_row"
         self.phase, self.max_spins, self.interpret = phase, max_spins, interpret
         self.recompute = config.recompute
+        self.writes_rows = any(n.op == Op.STORE and n.rank == Rank.FULL for n in g.nodes)
         self.reread = query.read_back(g) if self.looped else {}  # value -> the first loop's store of it
         self.out: list[str] = []
         self._fresh_names()
@@ -425,9 +426,12 @@ class _Body(RowLoop):
             return "evict_last"  # parameters broadcast over rows: every program reads them
         if self.g.nodes[i].rank != Rank.FULL:
             return None
-        # a row read for the last time goes first: L2 then keeps the lines written before it (often dirty, and
-        # written back to memory when evicted) rather than the row's
-        later = self.looped and any(i in uses for uses in self.loop_uses[self.pass_index + 1 :])
+        if not self.looped:
+            # a single pass that writes only per-row results streams its rows past L2: read first out, they leave
+            # the lines written before the kernel (dirty, written back when evicted) in place; measured 12-16%
+            # faster for var and cross_entropy, and 0-3% slower for kernels that write rows as well
+            return None if self.writes_rows else "evict_first"
+        later = any(i in uses for uses in self.loop_uses[self.pass_index + 1 :])
         return "evict_last" if later else "evict_first"
 
     def _gather(self, acc: Access, pos: str, dt: DType) -> str:
