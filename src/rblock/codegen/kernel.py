@@ -345,7 +345,8 @@ class _Body(RowLoop):
         if self.epoch != epoch:  # the operand needed another reduction first: recompute it after that one
             vs = self._per_tile(n.args[0])
         self.out.append(f"# ir %{i}: {n.op.name.lower()} %{n.args[0]}")
-        self.out += single_pass(self.g, i, vs, self._tile_names("mask"), self._tile_names("rindex"), self._again)
+        masks = [None if self._inside_rows(j) else m for j, m in enumerate(self._tile_names("mask"))]
+        self.out += single_pass(self.g, i, vs, masks, self._tile_names("rindex"), self._again)
         self._next_epoch()
         self.outer[(i, 0)] = f"tmp{i}"
         return f"tmp{i}"
@@ -414,12 +415,12 @@ class _Body(RowLoop):
             text = f"tl.where(vmask, tl.load({p}, vmask, other=0{pol}), tl.load({p}, mask & ~vmask, other=0{pol}))"
             if self.whole:
                 text = f"tl.load({p}, wmask, other=0{pol})"
-            return f"{text}.to(tl.float32)" if widen and dt in (DType.BF16, DType.F16) else text
+            return f"_widen({text})" if widen and dt in (DType.BF16, DType.F16) else text
         args = [f"{self._ptr(acc.buffer)} + ({idx})"]
         if mask:
             args += [mask, "other=0"]
         text = f"tl.load({', '.join(args)}{pol})"
-        return f"{text}.to(tl.float32)" if widen and dt in (DType.BF16, DType.F16) else text
+        return f"_widen({text})" if widen and dt in (DType.BF16, DType.F16) else text
 
     def _eviction(self, i: int, has_x: bool) -> str | None:
         if not has_x:
@@ -465,5 +466,12 @@ class _Body(RowLoop):
         return w is not None and acc.r_strides == (1,) and (acc.x_strides, acc.offset) == (w.x_strides, w.offset)
 
     # ---- reductions ----------------------------------------------------------------------------------------
+    def _inside_rows(self, tile: int) -> bool:
+        """Whether a tile of a single pass lies inside every row, so that its reductions need no mask (one select
+        per element fewer): its lanes of rows past xnumel load 0 and are never stored. Not for split rows, whose
+        programs exchange per-row results, nor walks and short last slices, whose lanes start or end inside a tile."""
+        exact = (tile + 1) * self.cfg.RBLOCK <= self.g.rnumel
+        return exact and not (self.split_row or self.walk or self.g.r_extent)
+
     def _tile_names(self, name: str) -> list[str]:
         return [name] if self.tiles == 1 else [f"{name}_t{j}" for j in range(self.tiles)]

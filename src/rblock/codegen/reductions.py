@@ -206,18 +206,22 @@ def acc_finish(g: KernelGraph, i: int) -> list[str]:
 
 
 def single_pass(
-    g: KernelGraph, i: int, vs: list[str], masks: list[str], rindexes: list[str], again: Again
+    g: KernelGraph, i: int, vs: list[str], masks: list[str | None], rindexes: list[str], again: Again
 ) -> list[str]:
-    """Single pass: reduce the per-tile values `vs` (masked by `masks`) along r. The tiles are combined element by
-    element first, so a row of several tiles costs one exchange between threads, like a row of one. Two-step
+    """Single pass: reduce the per-tile values `vs` (masked by `masks`; None: the tile needs no mask) along r. The
+    tiles are combined element by element first, so a row of several tiles costs one exchange between threads, like
+    a row of one. Two-step
     reductions get their operand once more from `again` (recomputed after the first step, or the same names)."""
     n = g.nodes[i]
     zero = "0.0" if g.nodes[n.args[0]].dtype.is_float else "0"
     t = f"tmp{i}"
     op = n.op
 
+    def where(m: str | None, v: str, ident: str) -> str:
+        return v if m is None else f"tl.where({m}, {v}, {ident})"
+
     def masked(values: list[str], ident: str) -> list[str]:
-        return [f"tl.where({m}, {v}, {ident})" for m, v in zip(masks, values)]
+        return [where(m, v, ident) for m, v in zip(masks, values)]
 
     def fold(fn: str, terms: list[str]) -> str:
         out = terms[0]
@@ -234,7 +238,7 @@ def single_pass(
     if op in (Op.ARGMAX, Op.ARGMIN):
         ident, fn = extreme(_operand(g, i), op == Op.ARGMAX), "_argmax" if op == Op.ARGMAX else "_argmin"
         # masked lanes lose every tie (an aligned walk's head lanes have negative positions)
-        idxs = [f"tl.broadcast_to(tl.where({m}, {r}, rnumel), [XBLOCK, RBLOCK])" for m, r in zip(masks, rindexes)]
+        idxs = [f"tl.broadcast_to({where(m, r, 'rnumel')}, [XBLOCK, RBLOCK])" for m, r in zip(masks, rindexes)]
         values = masked(vs, ident)
         lines = [f"{t}_v, {t}_i = {values[0]}, {idxs[0]}"]
         lines += [f"{t}_v, {t}_i = {fn}({t}_v, {t}_i, {v}, {x})" for v, x in zip(values[1:], idxs[1:])]
@@ -245,7 +249,7 @@ def single_pass(
         first = [f"{t}_shift = tl.sum({total}, 1)[:, None] / rnumel", *redo]
         ds = [f"{t}_d"] if len(vs) == 1 else [f"{t}_d_t{j}" for j in range(len(vs))]
         dsum, d2 = " + ".join(ds), " + ".join(f"{d} * {d}" for d in ds)
-        residuals = [f"{d} = tl.where({m}, {v} - {t}_shift, 0.0)" for d, m, v in zip(ds, masks, vs)]
+        residuals = [f"{d} = {where(m, f'{v} - {t}_shift', '0.0')}" for d, m, v in zip(ds, masks, vs)]
         if from_16_bit(g, n.args[0]):  # the sum's rounding is far below the data's resolution: the mean as summed
             return first + [*residuals, f"{t}_0 = {t}_shift", f"{t}_1 = tl.sum({d2}, 1)[:, None]"]
         return first + [  # fp32 data: the mean corrected by the mean of the residuals
@@ -259,7 +263,7 @@ def single_pass(
     top = fold("_maximum", masked(vs, 'float("-inf")'))
     vs, redo = again(n.args[0], vs)
     first = [f"{t}_max = tl.reduce({top}, 1, _maximum)[:, None]", *redo]
-    exps = " + ".join(f"tl.where({m}, _exp_minus({v}, {t}_0), 0.0)" for m, v in zip(masks, vs))
+    exps = " + ".join(where(m, f"_exp_minus({v}, {t}_0)", "0.0") for m, v in zip(masks, vs))
     return first + [
         f'{t}_0 = tl.where({t}_max == float("-inf"), 0.0, {t}_max)',
         f"{t}_1 = tl.sum({exps}, 1)[:, None]",

@@ -62,8 +62,8 @@ class RowLoop:
                     self.out.append(f"tmp{i}_raw = tmp{i}_next")
                     self.raw[(i, 0)] = f"tmp{i}_raw"
                     continue
-                wide = ".to(tl.float32)" if n.dtype in (DType.BF16, DType.F16) else ""
-                self.out.append(f"tmp{i} = tmp{i}_next{wide}")
+                wide = n.dtype in (DType.BF16, DType.F16)
+                self.out.append(f"tmp{i} = _widen(tmp{i}_next)" if wide else f"tmp{i} = tmp{i}_next")
                 self.outer[(i, 0)] = f"tmp{i}"
         if not self.split_row:  # this row's gathers and the next row's loads go out before this row's reductions
             for i in query.early_row_loads(g):
