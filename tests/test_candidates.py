@@ -224,3 +224,24 @@ def test_a_single_pass_that_writes_only_per_row_results_reads_its_rows_first_out
     loads = {k: [line for line in b.splitlines() if "tl.load(in_ptr0" in line] for k, b in bodies.items()}
     assert loads["var"] and all("evict_first" in line for line in loads["var"])
     assert loads["softmax"] and not any("evict" in line for line in loads["softmax"])
+
+
+def test_reductions_over_tiles_inside_every_row_select_no_lanes():
+    """Exact tiles reduce unmasked, a padded tile keeps its mask; rows past the last (a program of 4 rows over 6)
+    load zeros and are not stored, so every row matches, including mean-variance and softmax statistics."""
+    torch.manual_seed(5)
+
+    def norm(t):
+        return torch.nn.functional.layer_norm(t.float(), (t.shape[-1],)) + torch.softmax(t.float(), -1)
+
+    for n, cfg in (
+        (1024, rblock.Config("persistent", 4, 512, 4, tiles=2)),  # two tiles inside every row
+        (1000, rblock.Config("persistent", 4, 512, 4, tiles=2)),  # the second tile padded
+    ):
+        x = torch.randn(6, n, dtype=torch.bfloat16) * 3 + 1
+        with rblock.settings(config=cfg), recording() as log:
+            got = rblock.compile(norm, name="norm")(x)
+        assert_matches(got, norm(x), norm(x.double()))
+        body = make_program(log[0].graph, cfg, interpret=False).stages[0].spec.source
+        masked = [line for line in body.splitlines() if "tl.where(mask_t" in line]
+        assert bool(masked) == (n % 512 != 0), (n, masked)
