@@ -68,9 +68,10 @@ def _add_max_min_add(s_a, hi_a, lo_a, t_a, s_b, hi_b, lo_b, t_b):
     return s_a + s_b, _maximum(hi_a, hi_b), _minimum(lo_a, lo_b), t_a + t_b
 """
 
-# The helpers written in inline PTX. `_widen`, 16-bit -> fp32 for recompute kernels, has side effects, so that the
-# compiler neither merges it with an earlier conversion of the same value nor moves it above a reduction: the value
-# stays in registers at 16 bits.
+# The helpers written in inline PTX. `_widen`, 16-bit -> fp32 for loads of rows (two instructions per pair of
+# bf16, where Triton's conversion takes more), has side effects, so that the compiler neither merges it with an
+# earlier conversion of the same value nor moves it above a reduction: a recompute kernel's value stays in
+# registers at 16 bits.
 PTX_HELPERS = """
 @triton.jit
 def _widen(x):

@@ -210,8 +210,8 @@ def single_pass(
 ) -> list[str]:
     """Single pass: reduce the per-tile values `vs` (masked by `masks`; None: the tile needs no mask) along r. The
     tiles are combined element by element first, so a row of several tiles costs one exchange between threads, like
-    a row of one. Two-step
-    reductions get their operand once more from `again` (recomputed after the first step, or the same names)."""
+    a row of one. Two-step reductions get their operand once more from `again` (recomputed after the first step, or
+    the same names)."""
     n = g.nodes[i]
     zero = "0.0" if g.nodes[n.args[0]].dtype.is_float else "0"
     t = f"tmp{i}"
