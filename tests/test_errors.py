@@ -418,3 +418,9 @@ def test_triton_imported_before_rblock_without_a_gpu_is_a_clear_error(tmp_path):
             assert done.returncode != 0
             assert "rblock.errors.RBlockError: rblock: without a CUDA GPU" in done.stderr
             assert "import rblock first, or set TRITON_INTERPRET=1" in done.stderr
+
+
+@pytest.mark.parametrize("value", [8, 256, -1])
+def test_config_register_cap_must_be_none_or_within_what_ptxas_takes(value):
+    with pytest.raises(ValueError, match=r"^rblock\.Config: maxnreg must be 0 \(no cap\) or 16 to 255"):
+        rblock.Config("persistent", 1, 64, 2, maxnreg=value)

@@ -92,3 +92,59 @@ def _arg_names(spec):
     """in_ptr0.., out_ptr0.. (then a split row's ws_ptr0.. and sync_ptr), read off the kernel's signature line."""
     line = next(x for x in spec.source.splitlines() if x.startswith(f"def {spec.name}("))
     return [a.strip() for a in line[line.index("(") + 1 :].split(",") if "_ptr" in a]
+
+
+REGS = textwrap.dedent(
+    """
+    import importlib.util, json, os, re, subprocess, sys, tempfile, triton
+    from triton.backends.compiler import GPUTarget
+    from triton.compiler import ASTSource
+    bin_dir = os.path.join(os.path.dirname(triton.__file__), "backends", "nvidia", "bin")
+    job = json.load(sys.stdin)
+    spec = importlib.util.spec_from_file_location("k", job["path"])
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    sig = dict(job["sig"], xnumel="i32", XBLOCK="constexpr", RBLOCK="constexpr")
+    src = ASTSource(getattr(mod, job["name"]), sig, constexprs={"XBLOCK": job["XBLOCK"], "RBLOCK": job["RBLOCK"]})
+    ck = triton.compile(src, target=GPUTarget("cuda", 90, 32), options=job["options"])
+    with tempfile.NamedTemporaryFile(suffix=".cubin") as f:
+        f.write(ck.asm["cubin"])
+        f.flush()
+        res = subprocess.run([os.path.join(bin_dir, "cuobjdump"), "-res-usage", f.name], capture_output=True, text=True)
+    print(re.search(r"REG:(\\d+)", res.stdout).group(1))
+    """
+)
+
+
+def test_a_register_cap_reaches_ptxas(tmp_path):
+    """A config's maxnreg travels through the kernel spec into the launch options, and ptxas keeps to it."""
+    from dataclasses import replace
+
+    with recording(launch=False) as log:
+        OPS["layer_norm"].run(OPS["layer_norm"].make_inputs(64, 16384, torch.bfloat16, "cpu"), -1)
+    g = log[0].graph
+    base = rblock.Config("persistent_rblock", 1, 16384, 16, no_rblock_scaling=True)
+    regs = {}
+    env = {k: v for k, v in __import__("os").environ.items() if k != "TRITON_INTERPRET"}
+    for cap in (0, 40):
+        stage = make_program(g, replace(base, maxnreg=cap), interpret=False, pdl=False).stages[0]
+        spec = stage.spec
+        assert spec.maxnreg == cap
+        options = {k: v for k, v in stage.options().items() if k not in ("XBLOCK", "RBLOCK")}
+        assert ("maxnreg" in options) == bool(cap)
+        path = tmp_path / f"cap{cap}.py"
+        path.write_text(spec.source)
+        job = {
+            "path": str(path),
+            "name": spec.name,
+            "sig": {name: PTR[dt] for name, dt in zip(_arg_names(spec), spec.pointer_dtypes)},
+            "XBLOCK": spec.XBLOCK,
+            "RBLOCK": spec.RBLOCK,
+            "options": options,
+        }
+        done = subprocess.run(
+            [sys.executable, "-c", REGS], input=json.dumps(job), capture_output=True, text=True, env=env
+        )
+        assert done.returncode == 0, done.stderr[-3000:]
+        regs[cap] = int(done.stdout.strip().splitlines()[-1])
+    assert regs[40] <= 40 < regs[0]

@@ -89,3 +89,62 @@ def test_a_few_spilled_words_are_timed_and_more_are_dropped(monkeypatch):
     by_cfg = {t.config: t for t in trials}
     assert by_cfg[many].median_us is None and by_cfg[many].note == "spills 96 bytes"
     assert by_cfg[few].median_us == 83.6 and by_cfg[few].spill_bytes == 40
+
+
+def test_with_need_one_false_nothing_is_waited_for_past_the_bound():
+    release = threading.Event()
+    start = time.monotonic()
+    try:
+        assert compile_all([SLOW], _builder(release), wait_s=0.1, need_one=False) == {}
+    finally:
+        release.set()
+    assert time.monotonic() - start < 5
+
+
+def test_the_register_cap_is_one_more_programs_share():
+    from rblock.plan import DEFAULT
+    from rblock.runtime.tune import capped_regs
+
+    assert capped_regs(64, 16, 65536, DEFAULT) == 40  # 2 programs of 512 threads -> 3
+    assert capped_regs(64, 32, 65536, DEFAULT) == 32  # 1 program of 1024 threads -> 2
+    assert capped_regs(61, 32, 65536, DEFAULT) == 32  # allocated in steps of 8: 64
+    assert capped_regs(32, 32, 65536, DEFAULT) == 0  # two of 1024 threads: threads bound them already
+    assert capped_regs(40, 16, 65536, DEFAULT) == 32  # 3 -> 4
+    assert capped_regs(32, 16, 65536, DEFAULT) == 0  # 4 programs of 512 threads fill the SM's threads
+    assert capped_regs(64, 8, 65536, DEFAULT) == 48  # 4 -> 5: 51, in steps of 8
+    assert capped_regs(32, 4, 65536, DEFAULT) == 0  # 16 -> 17 would need 24: below the floor
+
+
+def test_a_single_pass_bound_by_registers_gets_a_capped_twin(monkeypatch):
+    import triton.testing
+
+    from rblock.plan import DEFAULT, Candidate
+    from rblock.runtime.tune import tune
+
+    single = Config("persistent_rblock", 1, 16384, 16, no_rblock_scaling=True)
+    looped = Config("looped", 1, 4096, 16)
+    twin = Config("persistent_rblock", 1, 16384, 16, no_rblock_scaling=True, maxnreg=40)
+    regs = {single: (64, 0), looped: (64, 0), twin: (40, 8)}
+    times = {single: 72.0, looped: 80.0, twin: 68.0}
+    built = []
+
+    class FakeProgram:
+        def __init__(self, cfg: Config):
+            self.cfg = cfg
+
+        def compile(self, inputs, outputs):
+            built.append(self.cfg)
+            return regs[self.cfg]
+
+        def run(self, inputs, outputs):
+            return times[self.cfg]
+
+    monkeypatch.setattr(triton.testing, "do_bench", lambda fn, **kw: fn() / 1000)
+    best, trials = tune([Candidate(single, "one tile"), Candidate(looped, "loop")], FakeProgram, [], [], DEFAULT, 65536)
+    assert best == twin
+    by_cfg = {t.config: t for t in trials}
+    assert by_cfg[twin].reason == "one tile; registers capped at 40 per thread"
+    assert by_cfg[twin].spill_bytes == 8 and by_cfg[twin].median_us == 68.0
+    # looped kernels halve RBLOCK instead; the twin itself is not capped again
+    assert not any(c.maxnreg for c in built if c.kind == "looped")
+    assert sum(1 for c in built if c.maxnreg) == 1

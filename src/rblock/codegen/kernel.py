@@ -96,6 +96,7 @@ def generate(
         split_row and phase == "all",
         max_spins if split_row and phase == "all" else 0,
         pdl,
+        config.maxnreg,
     )
 
 

@@ -26,3 +26,4 @@ class KernelSpec:
     waits: bool = False  # its programs wait for each other: the launch must be co-resident
     max_spins: int = 0  # polls before a waiting program gives up and raises the error flag (0: it never does)
     pdl: bool = False  # launched as a programmatic dependent of the kernel before it: it starts with a wait for it
+    maxnreg: int = 0  # > 0: ptxas caps each thread's registers at this

@@ -25,6 +25,7 @@ class Config:
     # for the partial results of) this one
     unroll: int = 1  # looped: the chunk loop unrolled this many times, so as many chunks' loads are in flight
     align: bool = False  # walk each row from the 16-byte boundary below its start, in whole vectors
+    maxnreg: int = 0  # > 0: registers per thread capped at this (spilling past it), so more programs fit on an SM
 
     def __post_init__(self) -> None:
         # a split row may have any number of slices (the last one partly masked); a two-kernel split divides rows
@@ -58,6 +59,8 @@ class Config:
             raise ValueError("rblock.Config: tiles applies to single-pass kinds (persistent, persistent_rblock)")
         if self.recompute and not self.single_pass:
             raise ValueError("rblock.Config: recompute applies to single-pass kinds (persistent, persistent_rblock)")
+        if not isinstance(self.maxnreg, int) or not (self.maxnreg == 0 or (16 <= self.maxnreg <= 255)):
+            raise ValueError(f"rblock.Config: maxnreg must be 0 (no cap) or 16 to 255, got {self.maxnreg!r}")
         if not isinstance(self.num_stages, int) or self.num_stages < 1:
             raise ValueError(f"rblock.Config: num_stages must be a positive int, got {self.num_stages!r}")
 
@@ -81,6 +84,7 @@ class Config:
         flags += ", prefetch" if self.prefetch else ""
         flags += f", unroll={self.unroll}" if self.unroll > 1 else ""
         flags += ", align" if self.align else ""
+        flags += f", maxnreg={self.maxnreg}" if self.maxnreg else ""
         return (
             f"{self.kind}(XBLOCK={self.XBLOCK}, RBLOCK={self.RBLOCK}, "
             f"num_warps={self.num_warps}, num_stages={self.num_stages}{flags})"

@@ -101,6 +101,8 @@ class Stage:
             opts["launch_cooperative_grid"] = True  # the driver refuses a grid that cannot be co-resident
         if s.pdl:
             opts["launch_pdl"] = True
+        if s.maxnreg:
+            opts["maxnreg"] = s.maxnreg
         return opts
 
     def compile(self, buffers: list[torch.Tensor]):
