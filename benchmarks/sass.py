@@ -4,7 +4,7 @@ would specialize it, and its SASS is counted: global loads and stores by width, 
 and the seconds its compile took. What a measurement cannot say when no GPU is at hand: whether loads are
 vectorized, whether a loop was unrolled, what spills, what takes long to compile.
 
-    python benchmarks/sass.py sum 5461x12288 --dim 0 [--dtype bf16] [--kinds looped,split_row]
+    python benchmarks/sass.py sum 5461x12288 --dim 0 [--dtype bf16] [--kinds looped,split_row] [--maxnreg 40]
 """
 
 from __future__ import annotations
@@ -17,6 +17,7 @@ import subprocess
 import sys
 import tempfile
 import textwrap
+from dataclasses import replace
 
 import torch
 
@@ -45,7 +46,8 @@ COMPILE = textwrap.dedent(
         )
         start = time.perf_counter()
         try:
-            ck = triton.compile(src, target=GPUTarget("cuda", 90, 32), options={"num_warps": job["num_warps"]})
+            opts = {"num_warps": job["num_warps"]} | ({"maxnreg": job["maxnreg"]} if job["maxnreg"] else {})
+            ck = triton.compile(src, target=GPUTarget("cuda", 90, 32), options=opts)
         except Exception as e:
             out.append({"error": str(e)[:300]})
             continue
@@ -79,6 +81,7 @@ def main() -> None:
     ap.add_argument("--dtype", choices=sorted(DTYPES), default="bf16")
     ap.add_argument("--kinds", default="", help="only candidates of these kinds (default: all)")
     ap.add_argument("--dump", default="", help="write each candidate's SASS to this folder")
+    ap.add_argument("--maxnreg", type=int, default=0, help="cap every candidate's registers per thread at this")
     args = ap.parse_args()
     m, n = map(int, args.shape.split("x"))
     inputs = OPS[args.op].make_inputs(m, n, DTYPES[args.dtype], "cpu")
@@ -90,8 +93,9 @@ def main() -> None:
         for cand in compiled.plan.candidates:
             if args.kinds and cand.config.kind not in args.kinds.split(","):
                 continue
+            cfg = replace(cand.config, maxnreg=args.maxnreg)
             for spec, stage in (
-                (st.spec, st) for st in make_program(compiled.graph, cand.config, interpret=False, pdl=True).stages
+                (st.spec, st) for st in make_program(compiled.graph, cfg, interpret=False, pdl=True).stages
             ):
                 path = os.path.join(tmp, f"k{len(jobs)}.py")
                 with open(path, "w") as f:
@@ -107,11 +111,10 @@ def main() -> None:
                         "XBLOCK": spec.XBLOCK,
                         "RBLOCK": spec.RBLOCK,
                         "num_warps": spec.num_warps,
+                        "maxnreg": spec.maxnreg,
                     }
                 )
-                labels.append(
-                    f"kernel {k} {cand.config}{' ' + spec.name if len(labels) and 'combine' in spec.name else ''}"
-                )
+                labels.append(f"kernel {k} {cfg}{' ' + spec.name if len(labels) and 'combine' in spec.name else ''}")
     # a cache of its own, so that every compile is timed cold
     env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"} | {"TRITON_CACHE_DIR": tmp}
     done = subprocess.run(
