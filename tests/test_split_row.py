@@ -189,7 +189,8 @@ def test_a_bounded_wait_fails_clearly_instead_of_hanging(monkeypatch):
         compiled = f.compiled_for(x)
     gpu = make_program(compiled.graph, compiled.config, interpret=False)
     stage = gpu.stages[0]
-    assert "_row_barrier(sync_ptr, group, part == 0, 2147483647, 3)" in stage.spec.source
+    assert "arrived = _row_arrive(sync_ptr, group, part == 0, 2147483647)" in stage.spec.source
+    assert "_row_wait(sync_ptr, group, arrived, 3)" in stage.spec.source
     # the same one-launch form with the interpreter's row loop
     spec = generate(compiled.graph, compiled.config, interpret=True, phase="all", max_spins=3)
     program = Program((Stage(spec, stage.args, stage.xnumel),), gpu.workspace)
@@ -254,7 +255,7 @@ def test_single_pass_looping_over_rows_with_the_next_row_ahead(op: str, dtype: t
     body = src[src.index("for xoffset") :]
     reduced = min(body.index(k) for k in ("tl.sum(", "tl.reduce(", "_maximum") if k in body)
     assert body.index("_next = tl.load(") < reduced  # the next row is on its way before this one is reduced
-    assert "_row_barrier(" not in src and "ws_ptr" not in src
+    assert "_row_arrive(" not in src and "ws_ptr" not in src
 
 
 def test_planner_offers_looping_single_passes_for_long_rows_of_many_rows():
@@ -288,7 +289,7 @@ def test_rows_that_gather_get_looping_twins_of_every_single_pass_at_any_length()
     assert body.index("# ir %20: gather") < body.index("tmp10_next = tl.load(") < reduced
 
 
-def test_prefetch_loads_the_next_row_before_the_barrier():
+def test_prefetch_loads_the_next_row_between_arriving_and_waiting():
     x = torch.randn(4, 1024)
     w = torch.randn(1024)
     f = rblock.compile(lambda x, w: x * torch.rsqrt((x * x).mean(-1, keepdim=True) + 1e-6) * w, name="rms_ahead")
@@ -297,7 +298,7 @@ def test_prefetch_loads_the_next_row_before_the_barrier():
     src = make_program(compiled.graph, compiled.config, interpret=False).stages[0].spec.source
     body = src[src.index("for xoffset") :]
     next_load = body.index("tmp0_next = tl.load(in_ptr0 + (xn0 * 1024 + r0), mask_next")
-    assert body.index("tl.store(ws_ptr0") < next_load < body.index("_row_barrier(")
+    assert body.index("tl.store(ws_ptr0") < body.index("_row_arrive(") < next_load < body.index("_row_wait(")
     assert "tmp0_next = tl.load(in_ptr0 + (x0 * 1024 + r0), mask" in src[: src.index("for xoffset")]
     ahead = [line for line in src.splitlines() if "_next = tl.load" in line]
     assert ahead and not any("in_ptr1" in line for line in ahead)  # the weight, shared by all rows, is not ahead

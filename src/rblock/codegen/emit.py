@@ -104,15 +104,19 @@ def _exp_minus(x, shift):  # e^(x - shift) with one multiply-add per element whe
 # With max_spins > 0 the wait gives up after that many polls and raises the flag at counter 0 (the host reports it).
 ROW_BARRIER = """
 @triton.jit
-def _row_barrier(sync_ptr, group, leader, lead_add: tl.constexpr, max_spins: tl.constexpr):
+def _row_arrive(sync_ptr, group, leader, lead_add: tl.constexpr):
     tl.debug_barrier()  # every thread's partial results are stored before the program arrives
+    return tl.atomic_add(sync_ptr + 1 + group, tl.where(leader, lead_add, 1), sem="release", scope="gpu")
+
+
+@triton.jit
+def _row_wait(sync_ptr, group, arrived, max_spins: tl.constexpr):
     counter = sync_ptr + 1 + group
-    old = tl.atomic_add(counter, tl.where(leader, lead_add, 1), sem="release", scope="gpu")
     flipped = False
     spins = 0
     while not flipped:
         now = tl.atomic_add(counter, 0, sem="acquire", scope="gpu")
-        flipped = (old ^ now) < 0
+        flipped = (arrived ^ now) < 0
         if max_spins > 0:
             spins += 1
             if spins >= max_spins:

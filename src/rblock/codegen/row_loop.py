@@ -83,13 +83,17 @@ class RowLoop:
                 self.out += split_row_partial(g, r, self.emit(n.args[0]))
             for k, (r, j, _) in enumerate(slots):
                 self.out.append(f"tl.store(ws_ptr{k} + (xindex * parts + part), tmp{r}_p{j}, xmask)")
-        self.out += self._next_row_loads(ahead)
+        if self.phase == "all":
+            # the next row's loads go out after arriving, so that the arrival's release fence (a MEMBAR) does
+            # not wait for them; the wait's polls do not
+            self.out.append(f"arrived = _row_arrive(sync_ptr, group, part == 0, {2**31 - (parts - 1)})")
+            self.out += self._next_row_loads(ahead)
+            self.out.append(f"_row_wait(sync_ptr, group, arrived, {self.max_spins})")
+        else:
+            self.out += self._next_row_loads(ahead)
         if self.phase == "partials":
             return head + [f"    {line}" for line in self._next_round()]
         self._next_epoch()  # recompute: full-size values are widened again after the barrier, not held across it
-        if self.phase == "all":
-            lead = 2**31 - (parts - 1)
-            self.out.append(f"_row_barrier(sync_ptr, group, part == 0, {lead}, {self.max_spins})")
         for r in reductions:
             self.out += split_row_combine(g, r, [k for k, s in enumerate(slots) if s[0] == r], parts)
             self.outer[(r, 0)] = f"tmp{r}"
