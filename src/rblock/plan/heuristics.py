@@ -114,14 +114,6 @@ class Heuristics:
     """Tuner: below this many resident programs per SM (from registers), offer RBLOCK/2 (Inductor's
     _dynamic_scale_rblock); never for persistent_rblock."""
 
-    min_capped_regs: int = 32
-    """Tuner: a single pass whose registers admit fewer of its programs per SM than its threads would gets a twin
-    with each thread's registers capped (ptxas `maxnreg`) at one more program's share, when that share is at least
-    this many; what spills past the cap is bounded by `max_spill_bytes`. With two programs of 512 threads per SM
-    (64 registers), layer_norm (4096, 16384) issued in 37% of a scheduler's cycles and its warps waited on memory
-    and on its exchanges (`benchmarks/results/runs_2026-12-06/ncu_ln.txt`); offline (`benchmarks/sass.py`, sm_90)
-    the 32-warp single passes fit 32 registers with 0-16 bytes of spill, the 16-warp ones spill 16-120 at 40."""
-
     looped_bytes_in_flight_per_sm: int = 32768
     """Looped: bytes one loop trip of all resident programs of an SM loads, below which a candidate gets a twin with
     its chunk loop unrolled until it reaches this (Little's law: ~30 GB/s per SM times ~1 us of memory latency).

@@ -69,21 +69,6 @@ def tune(
                 resources[half] = build(half)[1]
                 todo.append(Candidate(half, f"RBLOCK halved: {res[0]} registers/thread limit occupancy"))
 
-    capped = []  # registers, not threads, bound a single pass's programs per SM: a twin capped at one more's share
-    for c in candidates:
-        res = resources.get(c.config)
-        if not isinstance(res, tuple) or res[1] > h.max_spill_bytes or not c.config.single_pass or c.config.maxnreg:
-            continue
-        cap = capped_regs(res[0], c.config.num_warps, regs_per_sm, h)
-        if cap and replace(c.config, maxnreg=cap) not in programs:
-            why = f"{c.reason}; registers capped at {cap} per thread"
-            capped.append(Candidate(replace(c.config, maxnreg=cap), why))
-    for c in capped:
-        programs[c.config] = make_program(c.config)
-    # twins that spill may keep ptxas busy for minutes: none is waited for past the bound
-    resources.update(compile_all([c.config for c in capped], build, h.compile_wait_s, need_one=False))
-    todo += capped
-
     trials: list[Trial] = []
     for c in todo:
         res = resources.get(c.config)
@@ -113,24 +98,11 @@ def tune(
     return min(timed_trials, key=lambda t: t.median_us).config, trials
 
 
-def capped_regs(n_regs: int, num_warps: int, regs_per_sm: int, h: Heuristics) -> int:
-    """The register cap per thread at which one more program of `num_warps` warps fits on an SM than `n_regs`
-    allow (allocated in steps of 8), or 0 where threads already bound the programs or the cap would fall below
-    `h.min_capped_regs`."""
-    threads = 32 * num_warps
-    programs = regs_per_sm // (-(-n_regs // 8) * 8 * threads) + 1
-    if programs * threads > h.max_threads_per_sm:
-        return 0
-    cap = regs_per_sm // (programs * threads) // 8 * 8
-    return cap if cap >= h.min_capped_regs else 0
-
-
 def compile_all(
-    configs: list[Config], build: Callable[[Config], tuple[Config, object]], wait_s: float, need_one: bool = True
+    configs: list[Config], build: Callable[[Config], tuple[Config, object]], wait_s: float
 ) -> dict[Config, object]:
     """`build` every config on a thread of its own (ptxas runs outside the GIL). Past `wait_s` seconds, the configs
-    still compiling are left out once one has compiled (with `need_one` false, whether or not one has); their
-    daemon threads finish unobserved."""
+    still compiling are left out once one has compiled; their daemon threads finish unobserved."""
     configs = list(dict.fromkeys(configs))  # two candidates may share a config: one compile, one result
     results: dict[Config, object] = {}
     changed = threading.Condition()
@@ -146,7 +118,7 @@ def compile_all(
     deadline = time.monotonic() + wait_s
     with changed:
         while len(results) < len(configs):
-            compiled = not need_one or any(not isinstance(r, Exception) for r in results.values())
+            compiled = any(not isinstance(r, Exception) for r in results.values())
             left = deadline - time.monotonic()
             if compiled and left <= 0:
                 break
