@@ -21,8 +21,9 @@ from rblock import settings as settings_mod
 from rblock.analysis import Features, analyze
 from rblock.codegen.kernel import generate, partial_slots
 from rblock.codegen.spec import KernelSpec
+from rblock.codegen.totals import ShareTree
 from rblock.errors import CompileFailed, InvalidArgument
-from rblock.ir import KernelGraph
+from rblock.ir import KernelGraph, query
 from rblock.ir.passes import dead_code, reciprocal_row_divisors, simplify_dims
 from rblock.ir.query import can_split_row, misaligned_walk
 from rblock.ir.split import can_split, no_empty_slice, split, uneven_ok
@@ -62,7 +63,9 @@ class Compiled:
         if shape is None and self.out_spec == pytree.tree_structure(tuple(range(len(self.outputs)))):
             shape = "tuple"
         object.__setattr__(self, "_out_shape", shape)
-        object.__setattr__(self, "_launches", bool(self.graph.xnumel) and all(math.prod(o[0]) for o in self.outputs))
+        # sums over rows are written even for no rows; other kernels run only when every output has elements
+        launches = bool(self.graph.xnumel) and all(math.prod(o[0]) for o in self.outputs)
+        object.__setattr__(self, "_launches", launches or bool(query.totals(self.graph)))
         object.__setattr__(self, "_same_order", self.input_order == tuple(range(len(self.input_order))))
 
     def run(self, tensors: list[torch.Tensor], launch: bool = True):
@@ -164,7 +167,14 @@ def make_program(
         )
     if cfg.split == 1:
         args = (*(("in", i) for i in range(n_in)), *(("out", j) for j in range(n_out)))
-        return Program((Stage(gen(g, cfg, header), args, g.xnumel),))
+        totals = query.totals(g)
+        if not totals:
+            return Program((Stage(gen(g, cfg, header), args, g.xnumel),))
+        tree = ShareTree.of(g, cfg)
+        args += (*(("sync", 1 + k) for k in range(len(totals))), ("sync", 0))
+        shares = tuple((tree.numel, TORCH_DTYPES[g.nodes[t].dtype]) for t in totals)
+        note = (f"sums over every row: each program's share, added in groups of {tree.group} by their last to arrive",)
+        return Program((Stage(gen(g, cfg, header + note), args, g.xnumel),), shares=shares, counters=tree.counters)
     sk = split(g, cfg.split)
     first, second = verify(dead_code(sk.first)), verify(dead_code(sk.second))
     combine = Config(

@@ -126,6 +126,28 @@ def _row_wait(sync_ptr, group, arrived, max_spins: tl.constexpr):
     tl.debug_barrier()
 """
 
+# Kernels with sums over every row: each program stores its rows' share; the last program of each group of shares
+# to arrive on the group's counter adds the group (one load of a whole group, zero-padded), stores that as a share of
+# the next level, and arrives there; the last at the top adds the last group. A fixed tree: the same result on every
+# run, whichever program comes last, with a few words of registers. Each last arrival resets its counter for the
+# next launch (launches on one stream run one after another).
+TOTALS = """
+@triton.jit
+def _last_to_arrive(counter_ptr, members):
+    tl.debug_barrier()  # every thread's stores are made before the program arrives
+    arrived = tl.atomic_add(counter_ptr, 1, sem="acq_rel", scope="gpu")
+    last = arrived == members - 1
+    if last:
+        tl.atomic_xchg(counter_ptr, 0, sem="relaxed", scope="gpu")
+    tl.debug_barrier()
+    return last
+
+
+@triton.jit
+def _sum_of_group(share_ptr, GROUP: tl.constexpr):
+    return tl.sum(tl.load(share_ptr + tl.arange(0, GROUP), cache_modifier=".cg"))  # past L1: other SMs wrote them
+"""
+
 # A kernel launched as a programmatic dependent of the one before it in the stream (Hopper on) is scheduled while that
 # one's last programs still run, instead of after it has drained: it waits for that kernel's end, and for its writes,
 # before anything else (a buffer it writes may be one the earlier kernel still reads), then lets the next one in.

@@ -9,7 +9,7 @@ next row before reducing this one, so that memory keeps working while an SM's on
 
 from __future__ import annotations
 
-from rblock.codegen.emit import dim_vars
+from rblock.codegen.emit import TL_DTYPE, dim_vars
 from rblock.codegen.reductions import partial_slots, split_row_combine, split_row_partial
 from rblock.ir import DType, Op, Rank, query
 
@@ -69,8 +69,12 @@ class RowLoop:
             for i in query.early_row_loads(g):
                 self.emit(i)
             self.out += self._next_row_loads(ahead)
-            for i in (i for i, n in enumerate(g.nodes) if n.op == Op.STORE):
+            for i in (i for i, n in enumerate(g.nodes) if n.op == Op.STORE and n.rank != Rank.TOTAL):
                 self.emit(i)
+            self.out += self._shares("+=")
+            head[-1:-1] = [  # the sums over every row: this program's rows, added up as they come
+                f"share{t} = tl.zeros([XBLOCK, 1], {TL_DTYPE[g.nodes[t].dtype]})" for t in query.totals(g)
+            ]
             return head + [f"    {line}" for line in self._next_round()]
         for i in query.early_row_loads(g):
             self.emit(i)

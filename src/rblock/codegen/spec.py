@@ -27,3 +27,4 @@ class KernelSpec:
     max_spins: int = 0  # polls before a waiting program gives up and raises the error flag (0: it never does)
     pdl: bool = False  # launched as a programmatic dependent of the kernel before it: it starts with a wait for it
     maxnreg: int = 0  # > 0: ptxas caps each thread's registers at this
+    totals: int = 0  # sums over every row: a workspace of one share per program each, then the sync counters

@@ -77,6 +77,8 @@ class Op(Enum):
     WELFORD = auto()  # -> (mean, m2); read with GETITEM
     SOFTMAX_STATS = auto()  # -> (max, sum(exp(v - max))); read with GETITEM
     GETITEM = auto()  # attr: output index of a multi-output reduction
+    # a reduction over rows: ROW operand -> TOTAL result, the sum over every row of the launch
+    TOTAL_SUM = auto()
 
 
 UNARY_OPS = frozenset({Op.NEG, Op.EXP, Op.LOG, Op.RSQRT, Op.SQRT, Op.ABS, Op.NOT, Op.ISNAN, Op.CAST, Op.BROADCAST})
@@ -112,6 +114,7 @@ class Rank(Enum):
     SCALAR = 0  # neither x nor r (a constant)
     ROW = 1  # one value per row: [XBLOCK, 1]
     FULL = 2  # one value per element: [XBLOCK, RBLOCK]
+    TOTAL = 3  # one value for the whole kernel (a sum over rows): known once every program has added its rows'
 
 
 @dataclass(frozen=True, slots=True)

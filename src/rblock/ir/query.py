@@ -106,9 +106,15 @@ SPLIT_ROW_OPS = frozenset({Op.SUM, Op.MAX, Op.MIN, Op.WELFORD, Op.SOFTMAX_STATS}
 
 def can_split_row(g: KernelGraph) -> bool:
     """Whether programs holding slices of a row can finish it from each other's partial results: one level of
-    reductions, each with a combine of slice results (sum, max, min, mean/M2, max/sum-exp)."""
+    reductions, each with a combine of slice results (sum, max, min, mean/M2, max/sum-exp), and no sums over rows."""
     levels = reduction_levels(g)
-    return bool(levels) and set(levels.values()) == {1} and all(g.nodes[r].op in SPLIT_ROW_OPS for r in levels)
+    one_level = bool(levels) and set(levels.values()) == {1}
+    return one_level and all(g.nodes[r].op in SPLIT_ROW_OPS for r in levels) and not totals(g)
+
+
+def totals(g: KernelGraph) -> list[int]:
+    """The sums over every row (TOTAL_SUM), in order: each program adds its rows', the last to finish adds those."""
+    return [i for i, n in enumerate(g.nodes) if n.op == Op.TOTAL_SUM]
 
 
 VECTOR_BYTES = 16  # the widest load or store one thread issues

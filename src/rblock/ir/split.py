@@ -33,12 +33,12 @@ class SplitKernels:
 
 
 def can_split(g: KernelGraph) -> bool:
-    """One r dim, one level of SUM/MAX/MIN/WELFORD/SOFTMAX_STATS reductions, and no gathers (whose positions are
-    along the whole row, not a slice)."""
+    """One r dim, one level of SUM/MAX/MIN/WELFORD/SOFTMAX_STATS reductions, no gathers (whose positions are
+    along the whole row, not a slice) and no sums over rows (made by the kernel that finishes the rows)."""
     levels = reduction_levels(g)
     return (
         len(g.r_sizes) == 1
-        and not any(n.op == Op.GATHER for n in g.nodes)
+        and not any(n.op in (Op.GATHER, Op.TOTAL_SUM) for n in g.nodes)
         and bool(levels)
         and set(levels.values()) == {1}
         and all(g.nodes[r].op in SPLITTABLE for r in levels)

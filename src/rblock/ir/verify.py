@@ -6,6 +6,7 @@ from rblock.ir.nodes import (
     BINARY_OPS,
     MEMORY_OPS,
     MULTI_OUTPUT_OPS,
+    POINTWISE_OPS,
     REDUCE_OPS,
     UNARY_OPS,
     Access,
@@ -14,7 +15,7 @@ from rblock.ir.nodes import (
     Rank,
 )
 
-_ARITY = {**{op: 1 for op in UNARY_OPS | REDUCE_OPS}, **{op: 2 for op in BINARY_OPS}, Op.WHERE: 3}
+_ARITY = {**{op: 1 for op in UNARY_OPS | REDUCE_OPS}, **{op: 2 for op in BINARY_OPS}, Op.WHERE: 3, Op.TOTAL_SUM: 1}
 
 
 def verify(g: KernelGraph) -> KernelGraph:
@@ -44,13 +45,22 @@ def verify(g: KernelGraph) -> KernelGraph:
         if n.op in REDUCE_OPS:
             assert g.nodes[n.args[0]].rank == Rank.FULL, f"{where}: reductions take a full operand"
             assert n.rank == Rank.ROW, f"{where}: reductions give a row"
+        if n.op == Op.TOTAL_SUM:
+            assert g.nodes[n.args[0]].rank == Rank.ROW, f"{where}: a sum over rows takes a per-row operand"
+            assert n.rank == Rank.TOTAL, f"{where}: a sum over rows gives a total"
+        if Rank.TOTAL in (g.nodes[a].rank for a in n.args):
+            # a total is known only once every program has added its rows: nothing per row can depend on it
+            assert n.op in POINTWISE_OPS or n.op == Op.STORE, f"{where}: a total feeds only pointwise ops and stores"
+            assert all(g.nodes[a].rank in (Rank.TOTAL, Rank.SCALAR) for a in n.args), f"{where}: a total with a row"
+        if n.op == Op.STORE and n.rank == Rank.TOTAL:
+            assert not any(n.attr.x_strides + n.attr.r_strides), f"{where}: a total is stored to one element"
         if n.op == Op.GETITEM:
             assert g.nodes[n.args[0]].op in MULTI_OUTPUT_OPS, f"{where}: getitem of a single-output op"
         if n.op in MULTI_OUTPUT_OPS:
             assert all(g.nodes[u].op == Op.GETITEM for u in g.users()[i]), f"{where}: read through getitem only"
         if n.op == Op.BROADCAST:
             assert n.rank == Rank.FULL, f"{where}: a broadcast gives a full value"
-        elif n.op in _ARITY and n.op not in REDUCE_OPS:
+        elif n.op in _ARITY and n.op not in REDUCE_OPS and n.op != Op.TOTAL_SUM:
             top = max((g.nodes[a].rank.value for a in n.args), default=0)
             assert n.rank.value == top, f"{where}: pointwise rank must be its operands' widest"
     assert stores > 0, f"{g.name}: a kernel without stores computes nothing"

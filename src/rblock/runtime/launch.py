@@ -31,7 +31,7 @@ def launch(stage: Stage, buffers: list[torch.Tensor]) -> None:
     buffers go straight to the compiled kernel's launcher: Triton's dispatch (argument binding, specialization and
     cache lookup) costs more host time than a small kernel runs."""
     spec, xnumel = stage.spec, stage.xnumel
-    if xnumel == 0:
+    if xnumel == 0 and not spec.totals:  # sums over rows are written even when there are no rows
         return
     grid = stage.grid(buffers)
     fast = stage.fast
@@ -125,7 +125,7 @@ class Stage:
     def grid(self, buffers: list[torch.Tensor]) -> int:
         """Programs to launch: one per XBLOCK rows, or for kernels that loop over rows as many (whole groups of a
         split row) as run at once."""
-        rows = (self.xnumel + self.spec.XBLOCK - 1) // self.spec.XBLOCK
+        rows = max((self.xnumel + self.spec.XBLOCK - 1) // self.spec.XBLOCK, 1 if self.spec.totals else 0)
         if not self.spec.loops_rows:
             return rows
         if self.groups is None:
@@ -137,27 +137,38 @@ class Stage:
 class Program:
     stages: tuple[Stage, ...]
     workspace: tuple[tuple[int, torch.dtype], ...] = ()  # (numel, dtype) of each scratch buffer
-    _sync: dict = field(default_factory=dict, compare=False)  # (device, stream or capture) -> split-row counters
+    shares: tuple[tuple[int, torch.dtype], ...] = ()  # (numel, dtype) of the workspace of each sum over rows
+    counters: int = 0  # the sync counters its kernels need, at least (split rows: one per possible row group)
+    _sync: dict = field(default_factory=dict, compare=False)  # (device, stream or capture) -> counters, shares
 
     def _buffers(self, stage: Stage, inputs, outputs, ws) -> list[torch.Tensor]:
         pools = {"in": inputs, "out": outputs, "ws": ws}
         if any(kind == "sync" for kind, _ in stage.args):
-            pools["sync"] = [self._counters(outputs[0].device)]
+            pools["sync"] = self._sync_buffers(outputs[0].device)
         return [pools[kind][i] for kind, i in stage.args]
 
-    def _counters(self, dev: torch.device) -> torch.Tensor:
-        """An error flag and one arrival counter per row group, zeroed once and never reset. One set per stream:
-        launches on one stream run in order, so a group's rounds never interleave. A CUDA graph may be replayed on
-        any stream, beside eager calls: each capture gets a set of its own (4 bytes per possible row group, about 17
-        KB on an H200), zeroed in the graph at every replay and held as long as the program."""
+    def _sync_buffers(self, dev: torch.device) -> list[torch.Tensor]:
+        """The counters (an error flag and one arrival counter per row group, zeroed once; split rows never reset
+        them, sums over rows reset theirs when done), then each sum over rows' shares. One set per stream: launches
+        on one stream run in order, so they never interleave. A CUDA graph may be replayed on any stream, beside
+        eager calls: each capture gets a set of its own, held as long as the program: one made (zeroed) with the
+        first eager call, so that the graph holds no kernel to zero it, or else one zeroed in the graph."""
         groups = int(device.device_properties()["sm_count"]) * 32  # at most 32 programs per SM
+
+        def fresh() -> list[torch.Tensor]:
+            counters = torch.zeros(max(1 + groups, self.counters), dtype=torch.int32, device=dev)
+            return [counters, *(torch.zeros(n, dtype=dt, device=dev) for n, dt in self.shares)]  # padding stays 0
+
         if dev.type == "cuda" and torch.cuda.is_current_stream_capturing():
-            counters = torch.zeros(1 + groups, dtype=torch.int32, device=dev)
-            self._sync[(dev, "graph", len(self._sync))] = counters  # held as long as the program
-            return counters
+            held = self._sync.pop((dev, "spare"), None) or fresh()
+            self._sync[(dev, "graph", id(held[0]))] = held
+            return held
         key = (dev, torch.cuda.current_stream(dev).cuda_stream if dev.type == "cuda" else 0)
         if key not in self._sync:
-            self._sync[key] = torch.zeros(1 + groups, dtype=torch.int32, device=dev)
+            self._sync[key] = fresh()
+            if dev.type == "cuda" and (dev, "spare") not in self._sync:
+                self._sync[(dev, "spare")] = fresh()
+                torch.cuda.current_stream(dev).synchronize()  # zeroed before any graph on any stream uses it
         return self._sync[key]
 
     def __post_init__(self) -> None:

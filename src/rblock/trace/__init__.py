@@ -28,5 +28,5 @@ def trace(fn_name: str, fn, args: tuple, kwargs: dict) -> tuple[Lowered, pytree.
         return out_leaves
 
     cap = capture(fn_name, flat_fn, [leaves[i] for i in slots])
-    axes = assign_axes(fn_name, cap.gm, cap.domain)
+    axes = assign_axes(fn_name, cap.gm, cap.domain, cap.totals)
     return lower(fn_name, cap, axes), out_spec[0]

@@ -64,9 +64,10 @@ def _shape(node: object) -> tuple[int, ...] | None:
 
 
 def assign_axes(
-    fn_name: str, gm: torch.fx.GraphModule, domain: tuple[int, ...]
+    fn_name: str, gm: torch.fx.GraphModule, domain: tuple[int, ...], totals: frozenset[str] = frozenset()
 ) -> dict[str, tuple[int | None, ...] | str]:
-    """For every tensor-valued node: the domain axis of each of its dims (None for broadcast dims)."""
+    """For every tensor-valued node: the domain axis of each of its dims (None for broadcast dims). `totals` (sums
+    over every row) relate no dims: their operands' dims are placed by what made them."""
     uf = _UnionFind()
 
     def link(a: torch.fx.Node, i: int, b: torch.fx.Node | None, j: int) -> None:
@@ -95,6 +96,8 @@ def assign_axes(
 
     for node in gm.graph.nodes:
         if node.op != "call_function" or (_shape(node) is None and node.target not in REDUCTIONS):
+            continue
+        if node.name in totals:
             continue
         args = [a for a in node.args if _shape(a) is not None]
         target = node.target

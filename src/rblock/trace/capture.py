@@ -42,6 +42,7 @@ class Captured:
     gm: torch.fx.GraphModule
     domain: tuple[int, ...]  # shape of the tensor the reductions walk
     rdims: tuple[int, ...]  # the reduced dims of `domain`, ascending
+    totals: frozenset[str] = frozenset()  # sums (and means) over every row of per-row values: fx node names
 
 
 def capture(fn_name: str, flat_fn, tensors: list[torch.Tensor]) -> Captured:
@@ -50,8 +51,8 @@ def capture(fn_name: str, flat_fn, tensors: list[torch.Tensor]) -> Captured:
         gm = make_fx(flat_fn, tracing_mode="fake")(*tensors)
     except Exception as e:  # the user's function failed on fake inputs: say so with its own message
         raise UnsupportedOperation(fn_name, f"tracing failed: {type(e).__name__}: {e}") from e
-    domain, rdims = _find_domain(fn_name, gm)
-    return Captured(gm, domain, rdims)
+    domain, rdims, totals = _find_domain(fn_name, gm)
+    return Captured(gm, domain, rdims, totals)
 
 
 def reduction_dims(node: torch.fx.Node) -> tuple[int, ...]:
@@ -78,24 +79,43 @@ def keepdim(node: torch.fx.Node) -> bool:
     return bool(node.kwargs.get("keepdim", False))
 
 
-def _find_domain(fn_name: str, gm: torch.fx.GraphModule) -> tuple[tuple[int, ...], tuple[int, ...]]:
-    found: set[tuple[tuple[int, ...], tuple[int, ...]]] = set()
+TOTALS = {aten.sum.default, aten.sum.dim_IntList, aten.mean.default, aten.mean.dim}
+
+
+def _find_domain(fn_name: str, gm: torch.fx.GraphModule) -> tuple[tuple[int, ...], tuple[int, ...], frozenset[str]]:
+    """The shape the reductions walk and its reduced dims; and the totals: sums or means over every dim of a value
+    with one element per row of that domain (a mean loss over per-row losses), computed by the same kernel."""
+    found: dict[tuple[tuple[int, ...], tuple[int, ...]], list[torch.fx.Node]] = {}
     for node in gm.graph.nodes:
         if node.op == "call_function" and node.target in REDUCTIONS:
             shape = tuple(node.args[0].meta["val"].shape)
-            found.add((shape, reduction_dims(node)))
+            found.setdefault((shape, reduction_dims(node)), []).append(node)
+    totals: set[str] = set()
+    if len(found) > 1:
+        over_all = {k for k, nodes in found.items() if k[1] == tuple(range(len(k[0]))) and k[0]}
+        rows = [k for k in found if k not in over_all]
+        if len(rows) == 1:
+            shape, rd = rows[0]
+            per_row = [n for i, n in enumerate(shape) if i not in rd and n != 1]
+            for k in over_all:
+                if [n for n in k[0] if n != 1] == per_row and all(n.target in TOTALS for n in found[k]):
+                    totals.update(n.name for n in found.pop(k))
     if len(found) > 1:
         listed = "; ".join(f"dims {list(d)} of {list(s)}" for s, d in sorted(found))
-        raise UnsupportedOperation(fn_name, f"it reduces over different domains ({listed})")
+        raise UnsupportedOperation(
+            fn_name,
+            f"it reduces over different domains ({listed}); beyond one domain, only sums and means of per-row "
+            "values over every row",
+        )
     if found:
-        return found.pop()
+        return (*found.popitem()[0], frozenset(totals))
     # No reduction: a pointwise kernel over the largest output, walked along its last dim.
     outs = [n for n in gm.graph.nodes if n.op == "output"][0].args[0]
     shapes = [tuple(o.meta["val"].shape) for o in pytree.tree_leaves(outs) if isinstance(o, torch.fx.Node)]
     if not shapes:
         raise UnsupportedOperation(fn_name, "it returns no tensor")
     shape = max(shapes, key=lambda s: (len(s), s))
-    return shape, ((len(shape) - 1,) if shape else ())
+    return shape, ((len(shape) - 1,) if shape else ()), frozenset()
 
 
 def getitem_index(node: torch.fx.Node) -> int | None:

@@ -85,6 +85,11 @@ class _Lowering:
             rank = Rank.ROW
         elif rank is None:
             rank = Rank(max((self.nodes[a].rank.value for a in args), default=0))
+        ranks = {self.nodes[a].rank for a in args}
+        if Rank.TOTAL in ranks and (ranks - {Rank.TOTAL, Rank.SCALAR} or op in REDUCE_OPS or op == Op.GATHER):
+            raise UnsupportedOperation(
+                self.fn, "it uses a sum over every row in a per-row or per-element value (a second pass over rows)"
+            )
         node = Node(op, tuple(args), dtype, rank, attr)
         if node in self.cse and op not in (Op.STORE,):
             return self.cse[node]
@@ -303,11 +308,24 @@ class _Lowering:
         acc = DType.I64 if not self.nodes[v].dtype.is_float else DType.F32
         return self.add(Op.SUM, (v,), acc), dt
 
+    def _total(self, node) -> int:
+        """A sum over every row of a per-row value (`Captured.totals`)."""
+        v = self.value(node.args[0])
+        if self.nodes[v].rank != Rank.ROW:
+            raise UnsupportedOperation(self.fn, f"{node.name} sums over rows a value that is not one per row")
+        acc = DType.I64 if not self.nodes[v].dtype.is_float else DType.F32
+        return self.add(Op.TOTAL_SUM, (v,), acc, rank=Rank.TOTAL)
+
     def lower_sum(self, node, dt):
+        if node.name in self.cap.totals:
+            return self.cast(self._total(node), dt)
         s, dt = self._sum(node, dt)
         return self.cast(s, dt)
 
     def lower_mean(self, node, dt):
+        if node.name in self.cap.totals:
+            rows = math.prod(self.cap.domain[a] for a in self.x_axes)
+            return self.cast(self.add(Op.DIV, (self._total(node), self.const(float(rows))), DType.F32), dt)
         s, dt = self._sum(node, dt)
         _, n = self._reduce_input(node)
         return self.cast(self.add(Op.DIV, (s, self.const(float(n))), DType.F32), dt)
@@ -405,7 +423,8 @@ class _Lowering:
                 raise UnsupportedOperation(self.fn, f"output {leaf.name} broadcasts a per-row value along r")
             # a full value stored without r strides: rows of one element (r dims of size 1)
             full = acc.uses_r or self.nodes[v].rank == Rank.FULL
-            self.add(Op.STORE, (self.cast(v, dt),), dt, acc, Rank.FULL if full else Rank.ROW)
+            rank = Rank.TOTAL if self.nodes[v].rank == Rank.TOTAL else Rank.FULL if full else Rank.ROW
+            self.add(Op.STORE, (self.cast(v, dt),), dt, acc, rank)
             specs.append((tuple(val.shape), tuple(val.stride()), val.dtype))
         return tuple(specs)
 
