@@ -142,8 +142,8 @@ def _word_put(ptr, value, epoch):
 @triton.jit
 def _words_wait(ptr, mask, epoch, sync_ptr, max_spins: tl.constexpr):
     stamp = epoch.to(tl.int64) << 32  # masked lanes read as a word of this epoch
-    words = tl.load(ptr, mask, other=stamp, volatile=True)
-    done = tl.min(((words >> 32).to(tl.int32) == epoch).to(tl.int32)) == 1
+    words = tl.zeros_like(mask.to(tl.int64))  # loaded in the loop
+    done = False
     spins = 0
     while not done:
         words = tl.load(ptr, mask, other=stamp, volatile=True)

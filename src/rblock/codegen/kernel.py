@@ -58,14 +58,14 @@ def generate(
     `phase` and `max_spins` (a bounded wait for the row's other programs, 0: unbounded) apply to them alone."""
     name = f"_rblock_{g.name}"
     split_row = config.kind == "split_row"
-    body = _Body(g, config, phase, max_spins, interpret).lines()
+    made = _Body(g, config, phase, max_spins, interpret)
+    body, words = made.lines(), made.words
     pdl = pdl and not split_row  # programs that wait for each other launch alone (cooperatively)
     if pdl:
         body = [*PDL_PROLOGUE, *body]
     args = [f"{'out' if b.is_output else 'in'}_ptr{_ordinal(g, i)}" for i, b in enumerate(g.buffers)]
     arg_doc = [f"    # {a}: {b.name} ({b.dtype.value})" for a, b in zip(args, g.buffers)]
     pointer_dtypes = [b.dtype.value for b in g.buffers]
-    words = split_row and phase == "all" and exchanges_words(g)
     if split_row:
         slots = [] if words else partial_slots(g)
         args += [f"ws_ptr{k}" for k in range(len(slots))] + ["words_ptr"] * words + ["sync_ptr"]
@@ -126,6 +126,7 @@ class _Body(RowLoop, Totals):
         self.looped = not config.single_pass
         self.split_row = config.kind == "split_row"
         self.phase, self.max_spins, self.interpret = phase, max_spins, interpret
+        self.words = self.split_row and phase == "all" and exchanges_words(g)  # else workspaces and a barrier
         self.recompute = config.recompute
         self.writes_rows = any(n.op == Op.STORE and n.rank == Rank.FULL for n in g.nodes)
         self.reread = query.read_back(g) if self.looped else {}  # value -> the first loop's store of it

@@ -11,7 +11,7 @@ while an SM's one or two programs reduce.
 from __future__ import annotations
 
 from rblock.codegen.emit import TL_DTYPE, dim_vars
-from rblock.codegen.reductions import exchanges_words, partial_slots, split_row_combine, split_row_partial
+from rblock.codegen.reductions import partial_slots, split_row_combine, split_row_partial
 from rblock.ir import DType, Op, Rank, query
 
 
@@ -81,7 +81,7 @@ class RowLoop:
             self.emit(i)
         reductions = sorted(query.reduction_levels(g))
         slots = partial_slots(g)
-        words = self.phase == "all" and exchanges_words(g)
+        words = self.words
         if words:
             w = 2 * len(slots)
             head[-1:-1] = [
