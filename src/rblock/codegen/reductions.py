@@ -77,13 +77,15 @@ def split_row_combine(g: KernelGraph, i: int, ws: list[int], parts: int, spins: 
     else:
         wait = f"_words_wait(words_ptr + (wrow + wset + {{k}}), pmask, epoch, sync_ptr, {spins})"
         tile = f"tl.where(pmask, {wait}, {{other}})"
+    # polled words lie along one axis (one row per program): reduced to a scalar, fewer registers than a tile
+    ax, keep = ("1", "[:, None]") if spins is None else ("0", "")
     lines = [f"# ir %{i}: {n.op.name.lower()}, from the partial results of the row's slices"]
     if n.op != Op.WELFORD or spins is not None:
         lines += [f"{t}_q{j} = {tile.format(k=k, other=ident if j == 0 else '0.0')}" for j, k in enumerate(ws)]
     if n.op == Op.SUM:
-        return lines + [f"{t} = {round16(n, f'tl.sum({t}_q0, 1)[:, None]')}"]
+        return lines + [f"{t} = {round16(n, f'tl.sum({t}_q0, {ax}){keep}')}"]
     if n.op in (Op.MAX, Op.MIN):
-        return lines + [f"{t} = tl.reduce({t}_q0, 1, {'_maximum' if n.op == Op.MAX else '_minimum'})[:, None]"]
+        return lines + [f"{t} = tl.reduce({t}_q0, {ax}, {'_maximum' if n.op == Op.MAX else '_minimum'}){keep}"]
     if n.op == Op.WELFORD:
         # Chan's combine over slices of unequal length, one slice at a time: over a [XBLOCK, parts] tile ptxas took
         # minutes from 4 slices on and spilled. The mean is the first slice's plus a weighted correction (exact for
@@ -93,7 +95,7 @@ def split_row_combine(g: KernelGraph, i: int, ws: list[int], parts: int, spins: 
                 f'tl.load(ws_ptr{k} + (xindex * parts + {{p}}), xmask, other=0.0, cache_modifier=".cg")' for k in ws
             )
         else:  # slice p's values out of the polled tiles
-            mean, m2 = (f"tl.sum(tl.where(pindex == {{p}}, {t}_q{j}, 0.0), 1)[:, None]" for j in (0, 1))
+            mean, m2 = (f"tl.sum(tl.where(pindex == {{p}}, {t}_q{j}, 0.0), 0)" for j in (0, 1))
         cnt = "tl.minimum(tl.maximum(rnumel - p * RBLOCK, 0), RBLOCK).to(tl.float32)"
         return lines + [
             f"{t}_ref = {mean.format(p=0)}",
@@ -107,9 +109,9 @@ def split_row_combine(g: KernelGraph, i: int, ws: list[int], parts: int, spins: 
             f"    {t}_1 += {m2.format(p='p')} + {cnt} * {t}_dev * {t}_dev",
         ]
     return lines + [
-        f"{t}_max = tl.reduce({t}_q0, 1, _maximum)[:, None]",
+        f"{t}_max = tl.reduce({t}_q0, {ax}, _maximum){keep}",
         f'{t}_0 = tl.where({t}_max == float("-inf"), 0.0, {t}_max)',
-        f'{t}_1 = tl.sum(tl.where({t}_q0 == float("-inf"), 0.0, {t}_q1 * _exp_minus({t}_q0, {t}_0)), 1)[:, None]',
+        f'{t}_1 = tl.sum(tl.where({t}_q0 == float("-inf"), 0.0, {t}_q1 * _exp_minus({t}_q0, {t}_0)), {ax}){keep}',
     ]
 
 

@@ -34,7 +34,8 @@ class RowLoop:
         ]
         if self.split_row:
             head += [
-                f"pindex = tl.arange(0, {1 << (parts - 1).bit_length()})[None, :]  # the row's partial results",
+                f"pindex = tl.arange(0, {1 << (parts - 1).bit_length()}){'' if self.words else '[None, :]'}"
+                "  # the row's partial results",
                 "pmask = pindex < parts",
             ]
         head.append("for xoffset in range(group * XBLOCK, xnumel, groups * XBLOCK):  # this group's rows")
