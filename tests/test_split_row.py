@@ -2,8 +2,9 @@
 
 Triton's interpreter runs programs one after another, so a barrier between them would wait forever: there the
 kernel runs as two launches (store the partials; combine and finish), which exercises the slicing, the workspace
-layout, the combines and the loop over rows. The barrier itself runs on the GPU (benchmarks/check_candidates.py);
-here it is run only to show that a bounded wait fails with a clear error instead of hanging.
+layout, the combines and the loop over rows. The exchange itself (words or barrier) runs on the GPU
+(benchmarks/check_candidates.py); here it is run only to show that a bounded wait fails with a clear error instead
+of hanging.
 """
 
 from __future__ import annotations
@@ -179,23 +180,40 @@ def test_split_row_may_have_any_number_of_slices_but_a_two_kernel_split_may_not(
         rblock.Config("looped", 1, 512, 4, split=5)
 
 
-def test_a_bounded_wait_fails_clearly_instead_of_hanging(monkeypatch):
+@pytest.mark.parametrize(
+    ("name", "fn", "dtype", "waits"),
+    [
+        (
+            "softmax",
+            lambda x: torch.softmax(x, -1),
+            torch.float32,
+            "_words_wait(words_ptr + (wrow + wset + 0), pmask, epoch, sync_ptr, 3)",
+        ),
+        ("int_sum", lambda x: x.sum(-1), torch.int32, "_row_wait(sync_ptr, group, arrived, 3)"),
+    ],
+)
+def test_a_bounded_wait_fails_clearly_instead_of_hanging(monkeypatch, name, fn, dtype, waits):
     """The GPU form under the interpreter: the first program of a row waits for the others, which run only after
-    it. With RBLOCK_DEBUG_SYNC it gives up, and the call raises."""
+    it. With RBLOCK_DEBUG_SYNC it gives up, and the call raises. 32-bit partial results are exchanged as
+    (epoch, value) words, integer sums (64-bit) through workspaces and the group's arrival counter."""
     monkeypatch.setenv("RBLOCK_DEBUG_SYNC", "3")
-    x = torch.randn(2, 1024)
-    f = rblock.compile(lambda x: torch.softmax(x, -1), name="softmax_wait")
+    x = torch.randn(2, 1024) if dtype.is_floating_point else torch.randint(-9, 9, (2, 1024), dtype=dtype)
+    f = rblock.compile(fn, name=f"{name}_wait")
     with rblock.settings(config=rblock.Config("split_row", 1, 512, 4, split=2)):
         compiled = f.compiled_for(x)
     gpu = make_program(compiled.graph, compiled.config, interpret=False)
     stage = gpu.stages[0]
-    assert "arrived = _row_arrive(sync_ptr, group, part == 0, 2147483647)" in stage.spec.source
-    assert "_row_wait(sync_ptr, group, arrived, 3)" in stage.spec.source
+    assert waits in stage.spec.source
+    assert ("_row_arrive(" in stage.spec.source) == (name == "int_sum")
+    assert (gpu.words, len(gpu.workspace)) == (
+        (4, 0) if name == "softmax" else (0, 1)
+    )  # softmax: two sets of max and sum
     # the same one-launch form with the interpreter's row loop
     spec = generate(compiled.graph, compiled.config, interpret=True, phase="all", max_spins=3)
-    program = Program((Stage(spec, stage.args, stage.xnumel),), gpu.workspace)
+    program = Program((Stage(spec, stage.args, stage.xnumel),), gpu.workspace, words=gpu.words)
+    out = torch.empty(2, 1024) if name == "softmax" else torch.empty(2, dtype=torch.int64)
     with pytest.raises(SyncTimeout, match="2 programs of a row did not all arrive within 3 polls"):
-        program.run([x], [torch.empty_like(x)])
+        program.run([x], [out])
 
 
 def test_debug_sync_must_be_a_count(monkeypatch):
@@ -289,7 +307,7 @@ def test_rows_that_gather_get_looping_twins_of_every_single_pass_at_any_length()
     assert body.index("# ir %20: gather") < body.index("tmp10_next = tl.load(") < reduced
 
 
-def test_prefetch_loads_the_next_row_between_arriving_and_waiting():
+def test_prefetch_loads_the_next_row_between_publishing_and_waiting():
     x = torch.randn(4, 1024)
     w = torch.randn(1024)
     f = rblock.compile(lambda x, w: x * torch.rsqrt((x * x).mean(-1, keepdim=True) + 1e-6) * w, name="rms_ahead")
@@ -298,7 +316,7 @@ def test_prefetch_loads_the_next_row_between_arriving_and_waiting():
     src = make_program(compiled.graph, compiled.config, interpret=False).stages[0].spec.source
     body = src[src.index("for xoffset") :]
     next_load = body.index("tmp0_next = tl.load(in_ptr0 + (xn0 * 1024 + r0), mask_next")
-    assert body.index("tl.store(ws_ptr0") < body.index("_row_arrive(") < next_load < body.index("_row_wait(")
+    assert body.index("_word_put(wown + (wset + 0), ") < next_load < body.index("_words_wait(")
     assert "tmp0_next = tl.load(in_ptr0 + (x0 * 1024 + r0), mask" in src[: src.index("for xoffset")]
     ahead = [line for line in src.splitlines() if "_next = tl.load" in line]
     assert ahead and not any("in_ptr1" in line for line in ahead)  # the weight, shared by all rows, is not ahead

@@ -19,7 +19,8 @@ from torch.utils import _pytree as pytree
 from rblock import __version__
 from rblock import settings as settings_mod
 from rblock.analysis import Features, analyze
-from rblock.codegen.kernel import generate, partial_slots
+from rblock.codegen.kernel import generate
+from rblock.codegen.reductions import exchanges_words, partial_slots
 from rblock.codegen.spec import KernelSpec
 from rblock.codegen.totals import ShareTree
 from rblock.errors import CompileFailed, InvalidArgument
@@ -152,15 +153,14 @@ def make_program(
     n_in, n_out = len(g.inputs), len(g.outputs)
     if cfg.kind == "split_row":
         slots = partial_slots(g)
-        args = (
-            *(("in", i) for i in range(n_in)),
-            *(("out", j) for j in range(n_out)),
-            *(("ws", k) for k in range(len(slots))),
-            ("sync", 0),
-        )
         note = (f"split row: {cfg.split} programs per row, each holding a slice of {cfg.RBLOCK}",)
-        phases = ("partials", "finish") if interpret else ("all",)
         spins = settings_mod.sync_spins()
+        buffers = (*(("in", i) for i in range(n_in)), *(("out", j) for j in range(n_out)))
+        if not interpret and exchanges_words(g):  # one launch; the words persist beside the counters
+            stage = Stage(gen(g, cfg, header + note, max_spins=spins), (*buffers, ("sync", 1), ("sync", 0)), g.xnumel)
+            return Program((stage,), words=2 * len(slots))
+        args = (*buffers, *(("ws", k) for k in range(len(slots))), ("sync", 0))
+        phases = ("partials", "finish") if interpret else ("all",)
         return Program(
             tuple(Stage(gen(g, cfg, header + note, phase=ph, max_spins=spins), args, g.xnumel) for ph in phases),
             tuple((g.xnumel * cfg.split, TORCH_DTYPES[dt]) for _, _, dt in slots),

@@ -126,6 +126,37 @@ def _row_wait(sync_ptr, group, arrived, max_spins: tl.constexpr):
     tl.debug_barrier()
 """
 
+# split_row kernels whose partial results are 32-bit: each program publishes each partial result in a 64-bit word
+# of its own, the round's epoch above the value's bits, with one relaxed atomic exchange; the others poll the row's
+# words until every one carries the epoch. A word is read whole, so its value comes with its epoch: no counter,
+# fence or barrier between the programs. The epochs go on from launch to launch: the group's counter keeps the last
+# one (its leader stores it at the end), so a word left from an earlier launch never carries a coming epoch.
+# With max_spins > 0 the wait gives up after that many polls and raises the flag at counter 0 (the host reports it).
+ROW_WORDS = """
+@triton.jit
+def _word_put(ptr, value, epoch):
+    bits = value.to(tl.int32, bitcast=True).to(tl.int64) & 0xFFFFFFFF
+    tl.atomic_xchg(ptr + tl.zeros_like(bits), (epoch.to(tl.int64) << 32) | bits, sem="relaxed", scope="gpu")
+
+
+@triton.jit
+def _words_wait(ptr, mask, epoch, sync_ptr, max_spins: tl.constexpr):
+    stamp = epoch.to(tl.int64) << 32  # masked lanes read as a word of this epoch
+    words = tl.zeros_like(mask.to(tl.int64))  # loaded in the loop
+    done = False
+    spins = 0
+    while not done:
+        words = tl.load(ptr, mask, other=stamp, volatile=True)
+        done = tl.min(((words >> 32).to(tl.int32) == epoch).to(tl.int32)) == 1
+        if max_spins > 0:
+            spins += 1
+            if spins >= max_spins:
+                if not done:
+                    tl.atomic_xchg(sync_ptr, 1)
+                done = True
+    return (words & 0xFFFFFFFF).to(tl.int32).to(tl.float32, bitcast=True)
+"""
+
 # Kernels with sums over every row: each program stores its rows' share; the last program of each group of shares
 # to arrive on the group's counter adds the group (one load of a whole group, zero-padded), stores that as a share of
 # the next level, and arrives there; the last at the top adds the last group. A fixed tree: the same result on every

@@ -18,6 +18,7 @@ from rblock.codegen.emit import (
     PLAIN_HELPERS,
     PTX_HELPERS,
     ROW_BARRIER,
+    ROW_WORDS,
     TL_DTYPE,
     TOTALS,
     dim_vars,
@@ -30,6 +31,7 @@ from rblock.codegen.reductions import (
     acc_finish,
     acc_init,
     acc_update,
+    exchanges_words,
     partial_slots,
     single_pass,
 )
@@ -52,11 +54,12 @@ def generate(
 ) -> KernelSpec:
     """`interpret`: for Triton's interpreter, which runs no inline PTX (`_widen` and `_exp2` in plain Triton).
     `pdl`: launched as a programmatic dependent of the kernel before it (Hopper on), see `PDL_PROLOGUE`.
-    split_row kernels take the partial results' workspaces and the sync counters after the buffers; `phase` and
-    `max_spins` (a bounded wait at the barrier, 0: unbounded) apply to them alone."""
+    split_row kernels take the partial results' workspaces (or words) and the sync counters after the buffers;
+    `phase` and `max_spins` (a bounded wait for the row's other programs, 0: unbounded) apply to them alone."""
     name = f"_rblock_{g.name}"
     split_row = config.kind == "split_row"
-    body = _Body(g, config, phase, max_spins, interpret).lines()
+    made = _Body(g, config, phase, max_spins, interpret)
+    body, words = made.lines(), made.words
     pdl = pdl and not split_row  # programs that wait for each other launch alone (cooperatively)
     if pdl:
         body = [*PDL_PROLOGUE, *body]
@@ -64,11 +67,12 @@ def generate(
     arg_doc = [f"    # {a}: {b.name} ({b.dtype.value})" for a, b in zip(args, g.buffers)]
     pointer_dtypes = [b.dtype.value for b in g.buffers]
     if split_row:
-        slots = partial_slots(g)
-        args += [f"ws_ptr{k}" for k in range(len(slots))] + ["sync_ptr"]
-        pointer_dtypes += [dt.value for _, _, dt in slots] + [DType.I32.value]
+        slots = [] if words else partial_slots(g)
+        args += [f"ws_ptr{k}" for k in range(len(slots))] + ["words_ptr"] * words + ["sync_ptr"]
+        pointer_dtypes += [dt.value for _, _, dt in slots] + [DType.I64.value] * words + [DType.I32.value]
         arg_doc += [f"    # ws_ptr{k}: partial results {j} of %{r} ({dt.value})" for k, (r, j, dt) in enumerate(slots)]
-        arg_doc.append("    # sync_ptr: [error flag, one arrival counter per row group] (i32)")
+        arg_doc += ["    # words_ptr: two sets of (epoch, value) words per program (i64)"] * words
+        arg_doc.append(f"    # sync_ptr: [error flag, each row group's {'last epoch' if words else 'counter'}] (i32)")
     totals = query.totals(g)
     if totals:
         args += [f"share_ptr{k}" for k in range(len(totals))] + ["sync_ptr"]
@@ -83,7 +87,7 @@ def generate(
         "import triton.language as tl",
         HELPERS,
         PLAIN_HELPERS if interpret else PTX_HELPERS,
-        *([ROW_BARRIER] if split_row and phase == "all" else []),
+        *([ROW_WORDS] if words else [ROW_BARRIER] if split_row and phase == "all" else []),
         *([TOTALS] if totals else []),
         "",
         "@triton.jit",
@@ -122,6 +126,7 @@ class _Body(RowLoop, Totals):
         self.looped = not config.single_pass
         self.split_row = config.kind == "split_row"
         self.phase, self.max_spins, self.interpret = phase, max_spins, interpret
+        self.words = self.split_row and phase == "all" and exchanges_words(g)  # else workspaces and a barrier
         self.recompute = config.recompute
         self.writes_rows = any(n.op == Op.STORE and n.rank == Rank.FULL for n in g.nodes)
         self.reread = query.read_back(g) if self.looped else {}  # value -> the first loop's store of it

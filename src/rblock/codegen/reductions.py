@@ -28,6 +28,12 @@ def partial_slots(g: KernelGraph) -> tuple[tuple[int, int, DType], ...]:
     return tuple(slots)
 
 
+def exchanges_words(g: KernelGraph) -> bool:
+    """Whether split_row's one-launch form exchanges the partial results as (epoch, value) words (`ROW_WORDS`): when
+    all are 32-bit. Integer sums (64-bit) go through workspaces and the group's arrival counter (`ROW_BARRIER`)."""
+    return all(dt == DType.F32 for _, _, dt in partial_slots(g))
+
+
 def split_row_partial(g: KernelGraph, i: int, v: str) -> list[str]:
     """split_row: reduce this program's slice of the row (value `v`) to tmp{i}_p0 (and _p1)."""
     t, op = f"tmp{i}", g.nodes[i].op
@@ -56,8 +62,9 @@ def split_row_partial(g: KernelGraph, i: int, v: str) -> list[str]:
     ]
 
 
-def split_row_combine(g: KernelGraph, i: int, ws: list[int], parts: int) -> list[str]:
-    """split_row: the row's result from every slice's partial results (workspaces `ws`) of `parts` slices."""
+def split_row_combine(g: KernelGraph, i: int, ws: list[int], parts: int, spins: int | None = None) -> list[str]:
+    """split_row: the row's result from every slice's partial results (slots `ws`) of `parts` slices: loaded from
+    the workspaces, or with `spins` (the wait's bound, 0: none) polled from the row's words (`ROW_WORDS`)."""
     t, n = f"tmp{i}", g.nodes[i]
     zero = "0.0" if n.op != Op.SUM or n.dtype.is_float else "0"
     ident = {
@@ -65,37 +72,46 @@ def split_row_combine(g: KernelGraph, i: int, ws: list[int], parts: int) -> list
         Op.MIN: extreme(_operand(g, i), False),
         Op.SOFTMAX_STATS: 'float("-inf")',
     }.get(n.op, zero)
-    idx = "ws_ptr{} + (xindex * parts + pindex)"
+    if spins is None:  # .cg: read past L1, which other SMs' writes do not update
+        tile = 'tl.load(ws_ptr{k} + (xindex * parts + pindex), xmask & pmask, other={other}, cache_modifier=".cg")'
+    else:
+        wait = f"_words_wait(words_ptr + (wrow + wset + {{k}}), pmask, epoch, sync_ptr, {spins})"
+        tile = f"tl.where(pmask, {wait}, {{other}})"
+    # polled words lie along one axis (one row per program): reduced to a scalar, fewer registers than a tile
+    ax, keep = ("1", "[:, None]") if spins is None else ("0", "")
     lines = [f"# ir %{i}: {n.op.name.lower()}, from the partial results of the row's slices"]
-    lines += [  # .cg: read past L1, which other SMs' writes do not update
-        f'{t}_q{j} = tl.load({idx.format(k)}, xmask & pmask, other={ident if j == 0 else "0.0"}, cache_modifier=".cg")'
-        for j, k in enumerate(ws)
-    ]
+    if n.op != Op.WELFORD or spins is not None:
+        lines += [f"{t}_q{j} = {tile.format(k=k, other=ident if j == 0 else '0.0')}" for j, k in enumerate(ws)]
     if n.op == Op.SUM:
-        return lines + [f"{t} = {round16(n, f'tl.sum({t}_q0, 1)[:, None]')}"]
+        return lines + [f"{t} = {round16(n, f'tl.sum({t}_q0, {ax}){keep}')}"]
     if n.op in (Op.MAX, Op.MIN):
-        return lines + [f"{t} = tl.reduce({t}_q0, 1, {'_maximum' if n.op == Op.MAX else '_minimum'})[:, None]"]
+        return lines + [f"{t} = tl.reduce({t}_q0, {ax}, {'_maximum' if n.op == Op.MAX else '_minimum'}){keep}"]
     if n.op == Op.WELFORD:
         # Chan's combine over slices of unequal length, one slice at a time: over a [XBLOCK, parts] tile ptxas took
         # minutes from 4 slices on and spilled. The mean is the first slice's plus a weighted correction (exact for
         # a constant row).
-        q = 'tl.load(ws_ptr{} + (xindex * parts + {}), xmask, other=0.0, cache_modifier=".cg")'
+        if spins is None:
+            mean, m2 = (
+                f'tl.load(ws_ptr{k} + (xindex * parts + {{p}}), xmask, other=0.0, cache_modifier=".cg")' for k in ws
+            )
+        else:  # slice p's values out of the polled tiles
+            mean, m2 = (f"tl.sum(tl.where(pindex == {{p}}, {t}_q{j}, 0.0), 0)" for j in (0, 1))
         cnt = "tl.minimum(tl.maximum(rnumel - p * RBLOCK, 0), RBLOCK).to(tl.float32)"
-        return lines[:1] + [
-            f"{t}_ref = {q.format(ws[0], 0)}",
+        return lines + [
+            f"{t}_ref = {mean.format(p=0)}",
             f"{t}_0 = tl.zeros([XBLOCK, 1], tl.float32)",
             f"for p in tl.static_range({parts}):",
-            f"    {t}_0 += {cnt} * ({q.format(ws[0], 'p')} - {t}_ref)",
+            f"    {t}_0 += {cnt} * ({mean.format(p='p')} - {t}_ref)",
             f"{t}_0 = {t}_ref + {t}_0 / rnumel",
             f"{t}_1 = tl.zeros([XBLOCK, 1], tl.float32)",
             f"for p in tl.static_range({parts}):",
-            f"    {t}_dev = {q.format(ws[0], 'p')} - {t}_0",
-            f"    {t}_1 += {q.format(ws[1], 'p')} + {cnt} * {t}_dev * {t}_dev",
+            f"    {t}_dev = {mean.format(p='p')} - {t}_0",
+            f"    {t}_1 += {m2.format(p='p')} + {cnt} * {t}_dev * {t}_dev",
         ]
     return lines + [
-        f"{t}_max = tl.reduce({t}_q0, 1, _maximum)[:, None]",
+        f"{t}_max = tl.reduce({t}_q0, {ax}, _maximum){keep}",
         f'{t}_0 = tl.where({t}_max == float("-inf"), 0.0, {t}_max)',
-        f'{t}_1 = tl.sum(tl.where({t}_q0 == float("-inf"), 0.0, {t}_q1 * _exp_minus({t}_q0, {t}_0)), 1)[:, None]',
+        f'{t}_1 = tl.sum(tl.where({t}_q0 == float("-inf"), 0.0, {t}_q1 * _exp_minus({t}_q0, {t}_0)), {ax}){keep}',
     ]
 
 

@@ -1,10 +1,11 @@
 """Bodies whose programs loop over rows; the grid is as many programs as run at once.
 
 Split row: `parts` programs share each row, one RBLOCK slice each, held in registers. Each reduces its slice,
-stores the partial result to a workspace, waits at the row group's barrier, combines all partials of the row and
-finishes its slice from registers: the row is read once. The launch is cooperative, so the groups of programs that
-wait for each other are all running. Single pass with `prefetch`: one program per row at a time, which loads its
-next row before reducing this one, so that memory keeps working while an SM's one or two programs reduce.
+publishes the partial results ((epoch, value) words, or for 64-bit ones a workspace and the row group's barrier),
+waits for the row's others, combines them and finishes its slice from registers: the row is read once. The launch
+is cooperative, so the groups of programs that wait for each other are all running. Single pass with `prefetch`:
+one program per row at a time, which loads its next row before reducing this one, so that memory keeps working
+while an SM's one or two programs reduce.
 """
 
 from __future__ import annotations
@@ -33,7 +34,8 @@ class RowLoop:
         ]
         if self.split_row:
             head += [
-                f"pindex = tl.arange(0, {1 << (parts - 1).bit_length()})[None, :]  # the row's partial results",
+                f"pindex = tl.arange(0, {1 << (parts - 1).bit_length()}){'' if self.words else '[None, :]'}"
+                "  # the row's partial results",
                 "pmask = pindex < parts",
             ]
         head.append("for xoffset in range(group * XBLOCK, xnumel, groups * XBLOCK):  # this group's rows")
@@ -80,14 +82,30 @@ class RowLoop:
             self.emit(i)
         reductions = sorted(query.reduction_levels(g))
         slots = partial_slots(g)
+        words = self.words
+        if words:
+            w = 2 * len(slots)
+            head[-1:-1] = [
+                "epoch = tl.load(sync_ptr + 1 + group, volatile=True)  # the group's last, kept between launches",
+                f"wown = words_ptr + pid * {w}  # this program's words: two sets of one per partial result",
+                f"wrow = (group * parts + pindex) * {w}  # the row's programs' (offsets: fewer registers)",
+            ]
         if self.phase != "finish":
             for r in reductions:
                 n = self.g.nodes[r]
                 self.out.append(f"# ir %{r}: {n.op.name.lower()} %{n.args[0]}, this slice")
                 self.out += split_row_partial(g, r, self.emit(n.args[0]))
-            for k, (r, j, _) in enumerate(slots):
-                self.out.append(f"tl.store(ws_ptr{k} + (xindex * parts + part), tmp{r}_p{j}, xmask)")
-        if self.phase == "all":
+            if words:
+                # the sets alternate by round: a program may publish its next round while another reads this one's
+                # words, but not the round after, which needs the other's next words
+                self.out += ["epoch += 1", f"wset = (epoch & 1) * {len(slots)}"]
+                self.out += [f"_word_put(wown + (wset + {k}), tmp{r}_p{j}, epoch)" for k, (r, j, _) in enumerate(slots)]
+            else:
+                for k, (r, j, _) in enumerate(slots):
+                    self.out.append(f"tl.store(ws_ptr{k} + (xindex * parts + part), tmp{r}_p{j}, xmask)")
+        if words:
+            self.out += self._next_row_loads(ahead)  # polled below, after the next row's loads have gone out
+        elif self.phase == "all":
             # the next row's loads go out after arriving, so that the arrival's release fence (a MEMBAR) does
             # not wait for them; the wait's polls do not
             self.out.append(f"arrived = _row_arrive(sync_ptr, group, part == 0, {2**31 - (parts - 1)})")
@@ -99,12 +117,14 @@ class RowLoop:
             return head + [f"    {line}" for line in self._next_round()]
         self._next_epoch()  # recompute: full-size values are widened again after the barrier, not held across it
         for r in reductions:
-            self.out += split_row_combine(g, r, [k for k, s in enumerate(slots) if s[0] == r], parts)
+            ws = [k for k, s in enumerate(slots) if s[0] == r]
+            self.out += split_row_combine(g, r, ws, parts, self.max_spins if words else None)
             self.outer[(r, 0)] = f"tmp{r}"
         for i, n in enumerate(g.nodes):
             if n.op == Op.STORE:
                 self.emit(i)
-        return head + [f"    {line}" for line in self._next_round()]
+        tail = ["if part == 0:", "    tl.store(sync_ptr + 1 + group, epoch)  # for the group's next launch"]
+        return head + [f"    {line}" for line in self._next_round()] + (tail if words else [])
 
     def _next_row_loads(self, ahead: list[int]) -> list[str]:
         """prefetch: the loads of this program's next row (masked past the last row)."""

@@ -276,15 +276,18 @@ def _split_row(f: Features, h: Heuristics, sm_count: int) -> list[Candidate]:
         parts = -(-f.rnumel // rblock)
         if 2 <= parts <= h.split_row_max_parts_per_sm * sm_count:
             warps = warps_for(h, rblock, single_pass=True)
-            why = (
+            what = (
                 f"split row: {parts} co-resident programs per row, each holding a slice of {rblock} in registers, "
-                f"exchange partial results and finish their slice; the row is read once; {warps} warps"
+                "exchange partial results and finish their slice; the row is read once"
             )
-            out.append(Candidate(Config("split_row", 1, rblock, warps, split=parts), why))
-            held = "; 16-bit inputs held as loaded, recomputed after the exchange" if f.narrow_loads else ""
-            ahead = f"{why}; the next row's slice is loaded while waiting for this row's partial results{held}"
-            cfg = Config("split_row", 1, rblock, warps, split=parts, prefetch=True, recompute=f.narrow_loads)
-            out.append(Candidate(cfg, ahead))
+            ahead = "; the next row's slice is loaded while waiting for this row's partial results" + (
+                "; 16-bit inputs held as loaded, recomputed after the exchange" if f.narrow_loads else ""
+            )
+            out.append(Candidate(Config("split_row", 1, rblock, warps, split=parts), f"{what}; {warps} warps"))
+            # prefetching at half the warps too: at 32 warps the cap of 64 registers can make the held slices spill
+            for w in dict.fromkeys([warps, max(warps // 2, h.min_warps)]):
+                cfg = Config("split_row", 1, rblock, w, split=parts, prefetch=True, recompute=f.narrow_loads)
+                out.append(Candidate(cfg, f"{what}; {w} warps{ahead}"))
         rblock //= 2
     return out
 

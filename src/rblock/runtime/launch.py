@@ -139,6 +139,7 @@ class Program:
     workspace: tuple[tuple[int, torch.dtype], ...] = ()  # (numel, dtype) of each scratch buffer
     shares: tuple[tuple[int, torch.dtype], ...] = ()  # (numel, dtype) of the workspace of each sum over rows
     counters: int = 0  # the sync counters its kernels need, at least (split rows: one per possible row group)
+    words: int = 0  # split rows exchanging (epoch, value) words: 64-bit words per program
     _sync: dict = field(default_factory=dict, compare=False)  # (device, stream or capture) -> counters, shares
 
     def _buffers(self, stage: Stage, inputs, outputs, ws) -> list[torch.Tensor]:
@@ -148,16 +149,18 @@ class Program:
         return [pools[kind][i] for kind, i in stage.args]
 
     def _sync_buffers(self, dev: torch.device) -> list[torch.Tensor]:
-        """The counters (an error flag and one arrival counter per row group, zeroed once; split rows never reset
-        them, sums over rows reset theirs when done), then each sum over rows' shares. One set per stream: launches
-        on one stream run in order, so they never interleave. A CUDA graph may be replayed on any stream, beside
-        eager calls: each capture gets a set of its own, held as long as the program: one made (zeroed) with the
-        first eager call, so that the graph holds no kernel to zero it, or else one zeroed in the graph."""
+        """The counters (an error flag and one per row group, zeroed once: split rows never reset them, sums over
+        rows reset theirs when done), then each sum over rows' shares, then split rows' words. One set per stream:
+        launches on one stream run in order, so they never interleave. A CUDA graph may be replayed on any stream,
+        beside eager calls: each capture gets a set of its own, held as long as the program: one made (zeroed) with
+        the first eager call, so that the graph holds no kernel to zero it, or else one zeroed in the graph."""
         groups = int(device.device_properties()["sm_count"]) * 32  # at most 32 programs per SM
 
         def fresh() -> list[torch.Tensor]:
             counters = torch.zeros(max(1 + groups, self.counters), dtype=torch.int32, device=dev)
-            return [counters, *(torch.zeros(n, dtype=dt, device=dev) for n, dt in self.shares)]  # padding stays 0
+            shares = [torch.zeros(n, dtype=dt, device=dev) for n, dt in self.shares]  # padding stays 0
+            words = [torch.zeros(groups * self.words, dtype=torch.int64, device=dev)] if self.words else []
+            return [counters, *shares, *words]
 
         if dev.type == "cuda" and torch.cuda.is_current_stream_capturing():
             held = self._sync.pop((dev, "spare"), None) or fresh()
