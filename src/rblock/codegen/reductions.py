@@ -9,6 +9,10 @@ from rblock.codegen.emit import TL_DTYPE, extreme, round16
 from rblock.ir import DType, KernelGraph, Op
 from rblock.ir.query import from_16_bit, reduction_levels
 
+# Single-pass mean-variance of 16-bit data takes M2 from the sum of squares while M2 is at least 1/CANCELLATION_LIMIT
+# of it (log2 of it bits lost to cancellation at most); else it sums the squares about the mean.
+CANCELLATION_LIMIT = 8.0
+
 # (operand, its names per tile) -> (its names after a reduction, the lines that compute them)
 Again = Callable[[int, list[str]], tuple[list[str], list[str]]]
 
@@ -259,17 +263,35 @@ def single_pass(
         lines = [f"{t}_v, {t}_i = {values[0]}, {idxs[0]}"]
         lines += [f"{t}_v, {t}_i = {fn}({t}_v, {t}_i, {v}, {x})" for v, x in zip(values[1:], idxs[1:])]
         return lines + [f"_, {t} = tl.reduce(({t}_v, {t}_i), 1, {fn})", f"{t} = {t}[:, None]"]
-    if op == Op.WELFORD:  # two-pass in registers
+    if op == Op.WELFORD and from_16_bit(g, n.args[0]):
+        # 16-bit data: one exchange for the sum and the sum of squares, M2 = sum(v^2) - sum(v) * mean. That loses
+        # to cancellation the bits by which M2 falls short of sum(v^2): at most 3 (log2 of CANCELLATION_LIMIT),
+        # while the mean lies within 2.6 standard deviations of 0: about 2^-20 of M2, far below the data's own
+        # resolution. Past that, a second exchange for the residuals' squares about the mean, in the programs
+        # whose rows need it alone
+        sums = " + ".join(masked(vs, "0.0"))
+        squares = " + ".join(masked([f"{v} * {v}" for v in vs], "0.0"))
+        vs, redo = again(n.args[0], vs)
+        ds = [f"{t}_d"] if len(vs) == 1 else [f"{t}_d_t{j}" for j in range(len(vs))]
+        return [
+            f"{t}_s, {t}_q = tl.reduce(({sums}, {squares}), 1, _add2)",
+            f"{t}_s, {t}_q = {t}_s[:, None], {t}_q[:, None]",
+            f"{t}_0 = {t}_s / rnumel",
+            f"{t}_1 = tl.maximum({t}_q - {t}_s * {t}_0, 0.0)",
+            *redo,
+            f"if tl.max(tl.where({t}_1 * {CANCELLATION_LIMIT} < {t}_q, 1, 0)) > 0:",
+            *(f"    {d} = {where(m, f'{v} - {t}_0', '0.0')}" for d, m, v in zip(ds, masks, vs)),
+            f"    {t}_1 = tl.sum({' + '.join(f'{d} * {d}' for d in ds)}, 1)[:, None]",
+        ]
+    if op == Op.WELFORD:  # fp32 data: two-pass in registers, the mean corrected by the mean of the residuals
         total = " + ".join(masked(vs, "0.0"))
         vs, redo = again(n.args[0], vs)
-        first = [f"{t}_shift = tl.sum({total}, 1)[:, None] / rnumel", *redo]
         ds = [f"{t}_d"] if len(vs) == 1 else [f"{t}_d_t{j}" for j in range(len(vs))]
         dsum, d2 = " + ".join(ds), " + ".join(f"{d} * {d}" for d in ds)
-        residuals = [f"{d} = {where(m, f'{v} - {t}_shift', '0.0')}" for d, m, v in zip(ds, masks, vs)]
-        if from_16_bit(g, n.args[0]):  # the sum's rounding is far below the data's resolution: the mean as summed
-            return first + [*residuals, f"{t}_0 = {t}_shift", f"{t}_1 = tl.sum({d2}, 1)[:, None]"]
-        return first + [  # fp32 data: the mean corrected by the mean of the residuals
-            *residuals,
+        return [
+            f"{t}_shift = tl.sum({total}, 1)[:, None] / rnumel",
+            *redo,
+            *(f"{d} = {where(m, f'{v} - {t}_shift', '0.0')}" for d, m, v in zip(ds, masks, vs)),
             f"{t}_dsum, {t}_d2 = tl.reduce(({dsum}, {d2}), 1, _add2)  # one exchange for both sums",
             f"{t}_dsum = {t}_dsum[:, None]",
             f"{t}_0 = {t}_shift + {t}_dsum / rnumel",
