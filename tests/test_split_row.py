@@ -129,10 +129,13 @@ def test_planner_offers_split_rows_for_long_rows_only():
     with recording(launch=False) as log:
         rblock.ops.rms_norm(x, 65536, torch.randn(65536, dtype=torch.bfloat16))
     split_rows = [c for c in log[0].plan.candidates if c.config.kind == "split_row"]
-    assert {(c.config.RBLOCK, c.config.split, c.config.prefetch, c.config.recompute) for c in split_rows} == {
-        (32768, 2, False, False),
-        (32768, 2, True, True),  # bf16: both rows held as loaded
-    }
+    assert {(c.config.RBLOCK, c.config.split, c.config.num_warps, c.config.prefetch, c.config.recompute)
+            for c in split_rows} == {
+        (16384, 4, 8, False, False),  # 64 elements per thread
+        (16384, 4, 4, True, True),  # prefetching at half the warps; bf16: both slices held as loaded
+        (8192, 8, 4, False, False),
+        (8192, 8, 2, True, True),
+    }  # fmt: skip
     assert all("read once" in c.reason for c in split_rows)
     with recording(launch=False) as log:
         rblock.ops.rms_norm(x[:, :4096], 4096, torch.randn(4096, dtype=torch.bfloat16))

@@ -258,7 +258,7 @@ def _prefetching(f: Features, h: Heuristics, cands: list[Candidate], sm_count: i
 def _whole_rows(f: Features, h: Heuristics, sm_count: int) -> list[Candidate]:
     """Fewer rows than SMs, each within one program's registers: a row per program in one tile, whose loads all go
     out at once, where a loop waits on each chunk's load in turn (a mean over a batch's per-row losses)."""
-    if f.xnumel >= sm_count or f.rnumel > h.split_row_max_slice or persistent_allowed(f, h):
+    if f.xnumel >= sm_count or f.rnumel > h.seed_max_rnumel or persistent_allowed(f, h):
         return []
     why = f"few rows ({f.xnumel} for {sm_count} SMs): one row per program in one tile, its loads issued at once"
     rblock = next_pow2(f.rnumel)
@@ -275,7 +275,7 @@ def _split_row(f: Features, h: Heuristics, sm_count: int) -> list[Candidate]:
     while rblock >= h.split_row_min_slice:
         parts = -(-f.rnumel // rblock)
         if 2 <= parts <= h.split_row_max_parts_per_sm * sm_count:
-            warps = warps_for(h, rblock, single_pass=True)
+            warps = min(max(rblock // h.split_row_elems_per_warp, h.min_warps), h.max_warps)
             what = (
                 f"split row: {parts} co-resident programs per row, each holding a slice of {rblock} in registers, "
                 "exchange partial results and finish their slice; the row is read once"
@@ -284,10 +284,10 @@ def _split_row(f: Features, h: Heuristics, sm_count: int) -> list[Candidate]:
                 "; 16-bit inputs held as loaded, recomputed after the exchange" if f.narrow_loads else ""
             )
             out.append(Candidate(Config("split_row", 1, rblock, warps, split=parts), f"{what}; {warps} warps"))
-            # prefetching at half the warps too: at 32 warps the cap of 64 registers can make the held slices spill
-            for w in dict.fromkeys([warps, max(warps // 2, h.min_warps)]):
-                cfg = Config("split_row", 1, rblock, w, split=parts, prefetch=True, recompute=f.narrow_loads)
-                out.append(Candidate(cfg, f"{what}; {w} warps{ahead}"))
+            # prefetching at half the warps, each thread holding two slices of 64 elements
+            w = max(warps // 2, h.min_warps)
+            cfg = Config("split_row", 1, rblock, w, split=parts, prefetch=True, recompute=f.narrow_loads)
+            out.append(Candidate(cfg, f"{what}; {w} warps{ahead}"))
         rblock //= 2
     return out
 
