@@ -137,6 +137,11 @@ def test_planner_offers_split_rows_for_long_rows_only():
         (8192, 8, 2, True, True),
     }  # fmt: skip
     assert all("read once" in c.reason for c in split_rows)
+    long = torch.randn(2, 262144, dtype=torch.bfloat16)
+    with recording(launch=False) as log:
+        rblock.ops.rms_norm(long, 262144, torch.randn(262144, dtype=torch.bfloat16))
+    # slices of 8192 would spread a row over 32 programs, past split_row_max_parts
+    assert {c.config.split for c in log[0].plan.candidates if c.config.kind == "split_row"} == {16}
     with recording(launch=False) as log:
         rblock.ops.rms_norm(x[:, :4096], 4096, torch.randn(4096, dtype=torch.bfloat16))
     assert not any(c.config.kind == "split_row" for c in log[0].plan.candidates)

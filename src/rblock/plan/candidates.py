@@ -274,7 +274,7 @@ def _split_row(f: Features, h: Heuristics, sm_count: int) -> list[Candidate]:
     rblock = h.split_row_max_slice
     while rblock >= h.split_row_min_slice:
         parts = -(-f.rnumel // rblock)
-        if 2 <= parts <= h.split_row_max_parts_per_sm * sm_count:
+        if 2 <= parts <= min(h.split_row_max_parts, h.split_row_max_parts_per_sm * sm_count):
             warps = min(max(rblock // h.split_row_elems_per_warp, h.min_warps), h.max_warps)
             what = (
                 f"split row: {parts} co-resident programs per row, each holding a slice of {rblock} in registers, "

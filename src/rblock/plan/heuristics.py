@@ -178,6 +178,12 @@ class Heuristics:
     52.4). The twin comes at each warp count of its single pass (trials_run22_ln.json): layer_norm (2048, 32768)
     at 32 warps spills and took 110.1 us, at 16 warps 83.6 us against 92.5 for the best single pass without it."""
 
+    split_row_max_parts: int = 16
+    """A row spans at most this many split_row programs. With 32 (slices of 8192 at 262144) the H100's `rblock bench`
+    (benchmarks/results/runs_2026-12-10/s20_huge_new.json) timed softmax at 178.7 us in the form its own tuner had
+    timed fastest, where log_softmax in the same form took 100.8: a row waits for the last of its programs. A bound
+    against that spread (one observation), not a calibration."""
+
     split_row_max_parts_per_sm: float = 0.5
     """A split row spans at most this many programs per SM, so that several row groups run at once."""
 
