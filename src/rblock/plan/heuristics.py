@@ -155,17 +155,18 @@ class Heuristics:
     split_row_min_slice: int = 8192
     split_row_max_slice: int = 16384
     """Slices one split_row program holds: each power of two from the max down to the min. Measured under the
-    words exchange on an H100 (benchmarks/results/runs_2026-12-10/split_forms*.json, forced forms, bf16): at every
-    one of 11 points from (1024, 65536) to (256, 262144), over rms_norm, softmax, log_softmax, layer_norm and
-    fused_add_rms_norm, a slice of 16384 or 8192 ran 3-18% faster than the best of 32768 (rms_norm (512, 131072)
-    98.7 against 107.5 us, softmax 107.4 against 125.2, layer_norm 113.0 against 127.6): smaller programs, several
-    per SM, wait on each other's exchange in turn. Under the counter exchange on the H200 (trials_run5.json) the
-    smaller slices had lost."""
+    words exchange on an H100 (forced forms, bf16; benchmarks/results/runs_2026-12-10/split_forms2.json and
+    before_new_slices.txt): at each of 11 points from (1024, 65536) to (256, 262144), over rms_norm, softmax,
+    log_softmax, layer_norm and fused_add_rms_norm, a slice of 16384 or 8192 ran 3-17% faster than the best with
+    32768 (rms_norm (512, 131072) 98.7 against 107.5 us, softmax 107.4 against 125.2, layer_norm 113.0 against
+    127.6): smaller programs, several per SM, wait on the exchange in turn. Under the counter exchange on the H200
+    (trials_run5.json) the smaller slices had lost."""
 
     split_row_elems_per_warp: int = 2048
     """A split_row program has num_warps ~ slice / this (64 elements per thread), its prefetching twin half as many
-    (128 per thread, two slices held). Measured (same files): 16384 at 8 warps and 8192 at 4 ran 3-30% faster than at
-    16 and 8 warps; prefetching, 16384 at 4 warps was the fastest form at 5 of 11 points, at 8 warps at 1."""
+    (128 per thread, two slices held). Measured (same files): 16384 at 8 warps and 8192 at 4 ran 2-61% faster than at
+    16 and 8 warps; prefetching, 16384 at 4 warps was the fastest form at 4 of the 8 points it was timed at, at 8
+    warps at 1 of 11 (fused_add_rms_norm, whose prefetching form at 4 warps spills 2480 bytes)."""
 
     prefetch_min_tile: int = 16384
     """Single-pass tiles of at least this many elements (one or two programs per SM) also get a twin whose programs
