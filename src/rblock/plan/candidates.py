@@ -22,8 +22,9 @@ def next_pow2(n: int) -> int:
     return 1 << max(n - 1, 0).bit_length()
 
 
-def warps_for(h: Heuristics, elems: int, single_pass: bool = False) -> int:
-    per_warp = h.elems_per_warp_single_pass if single_pass else h.elems_per_warp
+def warps_for(h: Heuristics, elems: int, per_warp: int | None = None) -> int:
+    """num_warps for a tile of `elems` at `per_warp` elements per warp (default: a looped tile's), clamped."""
+    per_warp = per_warp or h.elems_per_warp
     return min(max(next_pow2(max(elems // per_warp, 1)), h.min_warps), h.max_warps)
 
 
@@ -70,7 +71,7 @@ def _persistent(f: Features, h: Heuristics, kind: str = "persistent") -> list[Ca
     out = []
     for xblock in dict.fromkeys([xmax, max(xmax // 4, 1)]):
         elems = xblock * rblock
-        base = warps_for(h, elems, single_pass=True)
+        base = warps_for(h, elems, h.elems_per_warp_single_pass)
         for warps in dict.fromkeys([base, max(base // 2, 1), min(base * 2, h.max_warps)]):
             why = (
                 f"row of {f.rnumel} fits one tile (RBLOCK {rblock}); {xblock} row(s) per program"
@@ -88,7 +89,7 @@ def _single_pass(
     8 warps fastest at 4096, 16 of 32 at 32768); where 16-bit inputs are held across a reduction, also in the form
     that holds them as loaded and recomputes after each reduction."""
     rblock = next_pow2(f.rnumel)
-    base = warps_for(h, xblock * rblock, single_pass=True)
+    base = warps_for(h, xblock * rblock, h.elems_per_warp_single_pass)
     fewer = [max(base // 4, 1), max(base // 8, 1)] if fewer_warps else []
     counts = list(dict.fromkeys([base, max(base // 2, 1), *fewer]))
     out = []
@@ -275,7 +276,7 @@ def _split_row(f: Features, h: Heuristics, sm_count: int) -> list[Candidate]:
     while rblock >= h.split_row_min_slice:
         parts = -(-f.rnumel // rblock)
         if 2 <= parts <= min(h.split_row_max_parts, h.split_row_max_parts_per_sm * sm_count):
-            warps = min(max(rblock // h.split_row_elems_per_warp, h.min_warps), h.max_warps)
+            warps = warps_for(h, rblock, h.split_row_elems_per_warp)
             what = (
                 f"split row: {parts} co-resident programs per row, each holding a slice of {rblock} in registers, "
                 "exchange partial results and finish their slice; the row is read once"
