@@ -391,23 +391,29 @@ def test_statistics_of_16_bit_values_with_a_large_mean_are_accurate(name, dtype,
     )
 
 
+@pytest.mark.parametrize("form", ["persistent", "split_row"])
 @pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16])
-@pytest.mark.parametrize("mean", [0.0, 2.5, 2.7, 40.0])
+@pytest.mark.parametrize("mean", [0.0, 2.5, 2.7, 40.0, 300.0])
 @pytest.mark.parametrize("name", ["var", "layer_norm", "fp32_var_of_16_bit"])
-def test_single_pass_mean_variance_about_zero_and_about_the_mean(name, mean, dtype, make):
+def test_single_pass_mean_variance_about_zero_and_about_the_mean(name, mean, dtype, form, make):
     """From 16-bit data the single pass takes M2 from the sum of squares while the mean lies within about 2.6
     standard deviations of 0 (2.5: at most 3 bits lost, far below the data's resolution, and within fp32's
-    tolerance where the result is fp32), and about the mean past that (2.7, 40: a second exchange)."""
-    x = make(6, 1000)
+    tolerance where the result is fp32), and about the mean past that (2.7, 40, 300: a second exchange). A split
+    row does so in each slice (4 of 500)."""
+    x = make(6, 2000)
     x = ((x - x.mean(-1, keepdim=True)) / x.std(-1, keepdim=True) + mean).to(dtype)
-    if name == "fp32_var_of_16_bit":
-        fn = rblock.compile(lambda t: t.float().var(-1), name="fp32_var")
-        check_against_torch(
-            fn, lambda t: (t if t.dtype == torch.float64 else t.float()).var(-1), [x], strategy="persistent"
-        )
-        return
-    op = OPS_BY_NAME[name]
-    check_against_torch(op.rblock_fn, op.torch_fn, op.inputs(make, x), strategy="persistent")
+    settings = (
+        rblock.settings(strategy="persistent")
+        if form == "persistent"
+        else rblock.settings(config=rblock.Config("split_row", 1, 512, 4, split=4))
+    )
+    with settings:
+        if name == "fp32_var_of_16_bit":
+            fn = rblock.compile(lambda t: t.float().var(-1), name="fp32_var")
+            check_against_torch(fn, lambda t: (t if t.dtype == torch.float64 else t.float()).var(-1), [x])
+            return
+        op = OPS_BY_NAME[name]
+        check_against_torch(op.rblock_fn, op.torch_fn, op.inputs(make, x))
 
 
 def test_single_pass_mean_variance_corrects_the_mean_of_fp32_data_only():

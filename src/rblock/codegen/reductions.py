@@ -9,8 +9,9 @@ from rblock.codegen.emit import TL_DTYPE, extreme, round16
 from rblock.ir import DType, KernelGraph, Op
 from rblock.ir.query import from_16_bit, reduction_levels
 
-# Single-pass mean-variance of 16-bit data takes M2 from the sum of squares while M2 is at least 1/CANCELLATION_LIMIT
-# of it (log2 of it bits lost to cancellation at most); else it sums the squares about the mean.
+# Single-pass mean-variance of 16-bit data (a whole row, or a split row's slice) takes M2 from the sum of squares
+# while M2 is at least 1/CANCELLATION_LIMIT of it (log2 of it bits lost to cancellation at most); else it sums the
+# squares about the mean.
 CANCELLATION_LIMIT = 8.0
 
 # (operand, its names per tile) -> (its names after a reduction, the lines that compute them)
@@ -48,7 +49,20 @@ def split_row_partial(g: KernelGraph, i: int, v: str) -> list[str]:
     if op in (Op.MAX, Op.MIN):
         ident, fn = extreme(_operand(g, i), op == Op.MAX), "_maximum" if op == Op.MAX else "_minimum"
         return [f"{t}_p0 = tl.reduce(tl.where(mask, {v}, {ident}), 1, {fn})[:, None]"]
-    if op == Op.WELFORD:  # mean and M2 of the slice, two-pass in registers
+    if op == Op.WELFORD and from_16_bit(g, g.nodes[i].args[0]):
+        # 16-bit data: the slice's sum and sum of squares in one reduction, about the mean past CANCELLATION_LIMIT
+        # (as a single pass does over a whole row)
+        return [
+            f"{t}_n = tl.minimum(rnumel - part * RBLOCK, RBLOCK).to(tl.float32)  # elements in this slice",
+            f"{t}_s, {t}_q = tl.reduce((tl.where(mask, {v}, 0.0), tl.where(mask, {v} * {v}, 0.0)), 1, _add2)",
+            f"{t}_s, {t}_q = {t}_s[:, None], {t}_q[:, None]",
+            f"{t}_p0 = {t}_s / {t}_n",
+            f"{t}_p1 = tl.maximum({t}_q - {t}_s * {t}_p0, 0.0)",
+            f"if tl.max(tl.where({t}_p1 * {CANCELLATION_LIMIT} < {t}_q, 1, 0)) > 0:",
+            f"    {t}_d = tl.where(mask, {v} - {t}_p0, 0.0)",
+            f"    {t}_p1 = tl.sum({t}_d * {t}_d, 1)[:, None]",
+        ]
+    if op == Op.WELFORD:  # fp32 data: mean and M2 of the slice, two-pass in registers
         return [
             f"{t}_n = tl.minimum(rnumel - part * RBLOCK, RBLOCK).to(tl.float32)  # elements in this slice",
             f"{t}_shift = tl.sum(tl.where(mask, {v}, 0.0), 1)[:, None] / {t}_n",
