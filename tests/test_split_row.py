@@ -195,7 +195,7 @@ def test_split_row_may_have_any_number_of_slices_but_a_two_kernel_split_may_not(
             "softmax",
             lambda x: torch.softmax(x, -1),
             torch.float32,
-            "_words_wait(words_ptr + (wrow + wset + 0), pmask, epoch, sync_ptr, 3)",
+            "_words_wait2(words_ptr + (wrow + wset + 0), pmask, epoch, sync_ptr, 3)",  # max and sum polled together
         ),
         ("int_sum", lambda x: x.sum(-1), torch.int32, "_row_wait(sync_ptr, group, arrived, 3)"),
     ],

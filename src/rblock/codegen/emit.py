@@ -155,6 +155,29 @@ def _words_wait(ptr, mask, epoch, sync_ptr, max_spins: tl.constexpr):
                     tl.atomic_xchg(sync_ptr, 1)
                 done = True
     return (words & 0xFFFFFFFF).to(tl.int32).to(tl.float32, bitcast=True)
+
+
+@triton.jit
+def _words_wait2(ptr, mask, epoch, sync_ptr, max_spins: tl.constexpr):
+    # two consecutive words per program (a mean and M2, a max and a sum), polled together: one round trip per poll
+    stamp = epoch.to(tl.int64) << 32
+    first = tl.zeros_like(mask.to(tl.int64))
+    second = tl.zeros_like(mask.to(tl.int64))
+    done = False
+    spins = 0
+    while not done:
+        first = tl.load(ptr, mask, other=stamp, volatile=True)
+        second = tl.load(ptr + 1, mask, other=stamp, volatile=True)
+        ready = ((first >> 32).to(tl.int32) == epoch) & ((second >> 32).to(tl.int32) == epoch)
+        done = tl.min(ready.to(tl.int32)) == 1
+        if max_spins > 0:
+            spins += 1
+            if spins >= max_spins:
+                if not done:
+                    tl.atomic_xchg(sync_ptr, 1)
+                done = True
+    values = (first & 0xFFFFFFFF).to(tl.int32).to(tl.float32, bitcast=True)
+    return values, (second & 0xFFFFFFFF).to(tl.int32).to(tl.float32, bitcast=True)
 """
 
 # Kernels with sums over every row: each program stores its rows' share; the last program of each group of shares

@@ -98,7 +98,14 @@ def split_row_combine(g: KernelGraph, i: int, ws: list[int], parts: int, spins: 
     # polled words lie along one axis (one row per program): reduced to a scalar, fewer registers than a tile
     ax, keep = ("1", "[:, None]") if spins is None else ("0", "")
     lines = [f"# ir %{i}: {n.op.name.lower()}, from the partial results of the row's slices"]
-    if n.op != Op.WELFORD or spins is not None:
+    if spins is not None and len(ws) == 2:  # a program's two words are consecutive: polled in one loop
+        assert ws[1] == ws[0] + 1
+        lines += [
+            f"{t}_w0, {t}_w1 = _words_wait2(words_ptr + (wrow + wset + {ws[0]}), pmask, epoch, sync_ptr, {spins})",
+            f"{t}_q0 = tl.where(pmask, {t}_w0, {ident})",
+            f"{t}_q1 = tl.where(pmask, {t}_w1, 0.0)",
+        ]
+    elif n.op != Op.WELFORD or spins is not None:
         lines += [f"{t}_q{j} = {tile.format(k=k, other=ident if j == 0 else '0.0')}" for j, k in enumerate(ws)]
     if n.op == Op.SUM:
         return lines + [f"{t} = {round16(n, f'tl.sum({t}_q0, {ax}){keep}')}"]
