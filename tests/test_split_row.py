@@ -328,3 +328,18 @@ def test_prefetch_loads_the_next_row_between_publishing_and_waiting():
     assert "tmp0_next = tl.load(in_ptr0 + (x0 * 1024 + r0), mask" in src[: src.index("for xoffset")]
     ahead = [line for line in src.splitlines() if "_next = tl.load" in line]
     assert ahead and not any("in_ptr1" in line for line in ahead)  # the weight, shared by all rows, is not ahead
+
+
+def test_values_needing_no_reduction_are_stored_before_the_wait():
+    """fused_add_rms_norm's x + residual goes out while the row's partial results come, not after them."""
+    x, r, w = torch.randn(2, 1024), torch.randn(2, 1024), torch.randn(1024)
+    f = rblock.compile(lambda x, r, w: ((s := x + r) * torch.rsqrt((s * s).mean(-1, keepdim=True) + 1e-6) * w, s),
+                       name="fused_add_early")  # fmt: skip
+    with rblock.settings(config=rblock.Config("split_row", 1, 512, 4, split=2)):
+        compiled = f.compiled_for(x, r, w)
+    src = make_program(compiled.graph, compiled.config, interpret=False).stages[0].spec.source
+    body = src[src.index("for xoffset") :]
+    early = [line for line in body.splitlines() if "tl.store(out_ptr" in line and ", tmp2, " in line]  # x + r
+    assert len(early) == 1
+    assert body.index("_word_put(") < body.index(early[0].strip()) < body.index("_words_wait(")
+    assert body.count("tl.store(out_ptr") == 2  # once each

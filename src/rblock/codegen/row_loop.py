@@ -103,6 +103,7 @@ class RowLoop:
             else:
                 for k, (r, j, _) in enumerate(slots):
                     self.out.append(f"tl.store(ws_ptr{k} + (xindex * parts + part), tmp{r}_p{j}, xmask)")
+        early = query.independent_stores(g)
         if words:
             self.out += self._next_row_loads(ahead)  # polled below, after the next row's loads have gone out
         elif self.phase == "all":
@@ -113,6 +114,9 @@ class RowLoop:
             self.out.append(f"_row_wait(sync_ptr, group, arrived, {self.max_spins})")
         else:
             self.out += self._next_row_loads(ahead)
+        if self.phase != "finish":  # what needs no partial result is stored while the others' come
+            for i in early:
+                self.emit(i)
         if self.phase == "partials":
             return head + [f"    {line}" for line in self._next_round()]
         self._next_epoch()  # recompute: full-size values are widened again after the barrier, not held across it
@@ -121,7 +125,7 @@ class RowLoop:
             self.out += split_row_combine(g, r, ws, parts, self.max_spins if words else None)
             self.outer[(r, 0)] = f"tmp{r}"
         for i, n in enumerate(g.nodes):
-            if n.op == Op.STORE:
+            if n.op == Op.STORE and i not in early:
                 self.emit(i)
         tail = ["if part == 0:", "    tl.store(sync_ptr + 1 + group, epoch)  # for the group's next launch"]
         return head + [f"    {line}" for line in self._next_round()] + (tail if words else [])

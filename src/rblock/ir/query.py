@@ -94,6 +94,13 @@ def stored_early(g: KernelGraph) -> dict[int, int]:
     return early
 
 
+def independent_stores(g: KernelGraph) -> list[int]:
+    """Stores of full-size values that need no reduction (fused_add_rms_norm's x + residual): a split row stores
+    them before it waits for the row's partial results, so that they drain while it waits."""
+    after = _after_reduction(g)
+    return [s for s, n in enumerate(g.nodes) if n.op == Op.STORE and n.rank == Rank.FULL and not after[s]]
+
+
 def read_back(g: KernelGraph) -> dict[int, int]:
     """The values of `stored_early` (value -> its store) that a later loop needs: it loads them from the output."""
     passes, early = looped_passes(g), stored_early(g)
