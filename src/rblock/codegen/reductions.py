@@ -111,16 +111,25 @@ def split_row_combine(g: KernelGraph, i: int, ws: list[int], parts: int, spins: 
         return lines + [f"{t} = {round16(n, f'tl.sum({t}_q0, {ax}){keep}')}"]
     if n.op in (Op.MAX, Op.MIN):
         return lines + [f"{t} = tl.reduce({t}_q0, {ax}, {'_maximum' if n.op == Op.MAX else '_minimum'}){keep}"]
+    if n.op == Op.WELFORD and spins is not None:
+        # Chan's combine over the polled words, M2 = sum(M2_p + n_p * (mean_p - mean)^2), in three reductions of the
+        # [parts] tiles (one per slice took 3 * parts, each a round through shared memory). The mean is the first
+        # slice's plus a weighted correction (exact for a constant row); slices past the row's end count 0.
+        cnt = "tl.minimum(tl.maximum(rnumel - pindex * RBLOCK, 0), RBLOCK).to(tl.float32)"
+        return lines + [
+            f"{t}_n = {cnt}  # elements in each slice",
+            f"{t}_ref = tl.sum(tl.where(pindex == 0, {t}_q0, 0.0), 0)",
+            f"{t}_0 = {t}_ref + tl.sum({t}_n * ({t}_q0 - {t}_ref), 0) / rnumel",
+            f"{t}_dev = {t}_q0 - {t}_0",
+            f"{t}_1 = tl.sum({t}_q1 + {t}_n * {t}_dev * {t}_dev, 0)",
+        ]
     if n.op == Op.WELFORD:
         # Chan's combine over slices of unequal length, one slice at a time: over a [XBLOCK, parts] tile ptxas took
         # minutes from 4 slices on and spilled. The mean is the first slice's plus a weighted correction (exact for
         # a constant row).
-        if spins is None:
-            mean, m2 = (
-                f'tl.load(ws_ptr{k} + (xindex * parts + {{p}}), xmask, other=0.0, cache_modifier=".cg")' for k in ws
-            )
-        else:  # slice p's values out of the polled tiles
-            mean, m2 = (f"tl.sum(tl.where(pindex == {{p}}, {t}_q{j}, 0.0), 0)" for j in (0, 1))
+        mean, m2 = (
+            f'tl.load(ws_ptr{k} + (xindex * parts + {{p}}), xmask, other=0.0, cache_modifier=".cg")' for k in ws
+        )
         cnt = "tl.minimum(tl.maximum(rnumel - p * RBLOCK, 0), RBLOCK).to(tl.float32)"
         return lines + [
             f"{t}_ref = {mean.format(p=0)}",
