@@ -98,10 +98,23 @@ def _exp_minus(x, shift):  # e^(x - shift) with one multiply-add per element whe
     return _exp2(x * 1.4426950408889634 - shift * 1.4426950408889634)
 """
 
+# split_row kernels' waits: with max_spins > 0 a wait gives up after that many polls and raises the flag at counter 0
+# (the host reports it; RBLOCK_DEBUG_SYNC).
+WAIT_BOUND = """
+@triton.jit
+def _gave_up(done, spins, sync_ptr, max_spins: tl.constexpr):
+    if max_spins > 0:
+        spins += 1
+        if spins >= max_spins:
+            if not done:
+                tl.atomic_xchg(sync_ptr, 1)
+            done = True
+    return done, spins
+"""
+
 # split_row kernels: the programs of one row group meet here after storing their partial results. Each arrives on
 # the group's counter: the leader adds 2**31 - (parts - 1), the others 1, so every round adds 2**31: the sign bit
 # flips once per round and the low bits come back. No reset is needed between rows or launches.
-# With max_spins > 0 the wait gives up after that many polls and raises the flag at counter 0 (the host reports it).
 ROW_BARRIER = """
 @triton.jit
 def _row_arrive(sync_ptr, group, leader, lead_add: tl.constexpr):
@@ -117,12 +130,7 @@ def _row_wait(sync_ptr, group, arrived, max_spins: tl.constexpr):
     while not flipped:
         now = tl.atomic_add(counter, 0, sem="acquire", scope="gpu")
         flipped = (arrived ^ now) < 0
-        if max_spins > 0:
-            spins += 1
-            if spins >= max_spins:
-                if not flipped:
-                    tl.atomic_xchg(sync_ptr, 1)
-                flipped = True
+        flipped, spins = _gave_up(flipped, spins, sync_ptr, max_spins)
     tl.debug_barrier()
 """
 
@@ -131,7 +139,6 @@ def _row_wait(sync_ptr, group, arrived, max_spins: tl.constexpr):
 # words until every one carries the epoch. A word is read whole, so its value comes with its epoch: no counter,
 # fence or barrier between the programs. The epochs go on from launch to launch: the group's counter keeps the last
 # one (its leader stores it at the end), so a word left from an earlier launch never carries a coming epoch.
-# With max_spins > 0 the wait gives up after that many polls and raises the flag at counter 0 (the host reports it).
 ROW_WORDS = """
 @triton.jit
 def _word_put(ptr, value, epoch):
@@ -148,12 +155,7 @@ def _words_wait(ptr, mask, epoch, sync_ptr, max_spins: tl.constexpr):
     while not done:
         words = tl.load(ptr, mask, other=stamp, volatile=True)
         done = tl.min(((words >> 32).to(tl.int32) == epoch).to(tl.int32)) == 1
-        if max_spins > 0:
-            spins += 1
-            if spins >= max_spins:
-                if not done:
-                    tl.atomic_xchg(sync_ptr, 1)
-                done = True
+        done, spins = _gave_up(done, spins, sync_ptr, max_spins)
     return (words & 0xFFFFFFFF).to(tl.int32).to(tl.float32, bitcast=True)
 
 
@@ -170,12 +172,7 @@ def _words_wait2(ptr, mask, epoch, sync_ptr, max_spins: tl.constexpr):
         second = tl.load(ptr + 1, mask, other=stamp, volatile=True)
         ready = ((first >> 32).to(tl.int32) == epoch) & ((second >> 32).to(tl.int32) == epoch)
         done = tl.min(ready.to(tl.int32)) == 1
-        if max_spins > 0:
-            spins += 1
-            if spins >= max_spins:
-                if not done:
-                    tl.atomic_xchg(sync_ptr, 1)
-                done = True
+        done, spins = _gave_up(done, spins, sync_ptr, max_spins)
     values = (first & 0xFFFFFFFF).to(tl.int32).to(tl.float32, bitcast=True)
     return values, (second & 0xFFFFFFFF).to(tl.int32).to(tl.float32, bitcast=True)
 """
