@@ -150,6 +150,22 @@ def test_planner_offers_split_rows_for_long_rows_only():
     assert not any(c.config.kind == "split_row" for c in log[0].plan.candidates)
 
 
+def test_prefetching_twins_hold_at_most_128_next_row_elements_per_thread():
+    """One row input (rms_norm): the twin at half the warps holds 128 of the next row's elements per thread. Two
+    (fused_add_rms_norm's x and residual): at half the warps that would be 256, so the twin keeps the plain form's
+    warps."""
+    w = torch.randn(131072, dtype=torch.bfloat16)
+    x, r = (torch.randn(2, 131072, dtype=torch.bfloat16) for _ in range(2))
+    twins = {}
+    for op, run in (("rms_norm", lambda: rblock.ops.rms_norm(x, 131072, w)),
+                    ("fused_add_rms_norm", lambda: rblock.ops.fused_add_rms_norm(x, r, w))):  # fmt: skip
+        with recording(launch=False) as log:
+            run()
+        twins[op] = {(c.config.RBLOCK, c.config.num_warps) for c in log[0].plan.candidates if c.config.prefetch}
+        assert log[0].features.row_inputs == (1 if op == "rms_norm" else 2)
+    assert twins == {"rms_norm": {(16384, 4), (8192, 2)}, "fused_add_rms_norm": {(16384, 8), (8192, 4)}}
+
+
 def test_argmax_rows_are_not_split():
     """An index reduction has no combine of slice results here: no split_row candidate, and a clear error."""
     f = rblock.compile(lambda x: x.argmax(-1), name="argmax")

@@ -168,6 +168,15 @@ class Heuristics:
     at 16 and 8 warps; prefetching, 16384 at 4 warps was the fastest form at 4 of the 8 points it was timed at, at 8
     warps at 1 of 11 (fused_add_rms_norm, whose prefetching form at 4 warps spills 2480 bytes)."""
 
+    split_row_prefetch_max_elems: int = 128
+    """A split_row prefetching twin takes more warps than half the plain form's where at half the next row's slices
+    of all its row inputs would exceed this many elements per thread (128 16-bit values: 64 registers, besides the
+    slice being finished). Offline (sass.py, sm_90, (512, 131072)): fused_add_rms_norm (two row inputs) at 16384 x 4
+    warps prefetching spills 2424 bytes, at 8 warps takes 200 registers and spills nothing (8192 x 4: 202); one
+    input (rms_norm, softmax) at half the warps takes 248-255. Measured forced (runs_2026-12-10/split_forms2.json, an
+    H100): fused_add_rms_norm (512, 131072) 16384 x 8 prefetching 193.1 us, the fastest of its forms (plain 255.0,
+    8192 x 4 200.0, 16384 x 4 prefetching 2832.6)."""
+
     prefetch_min_tile: int = 16384
     """Single-pass tiles of at least this many elements (one or two programs per SM) also get a twin whose programs
     loop over rows and load their next row before reducing this one. Measured without it (trials_run1-3.json):
