@@ -164,9 +164,10 @@ class Heuristics:
 
     split_row_elems_per_warp: int = 2048
     """A split_row program has num_warps ~ slice / this (64 elements per thread), its prefetching twin half as many
-    (128 per thread, two slices held). Measured (same files): 16384 at 8 warps and 8192 at 4 took 2-38% less time than
-    at 16 and 8 warps; prefetching, 16384 at 4 warps was the fastest form at 4 of the 8 points it was timed at, at 8
-    warps at 1 of 11 (fused_add_rms_norm, whose prefetching form at 4 warps spills 2480 bytes)."""
+    (128 per thread, two slices held; more for rows of several inputs: split_row_prefetch_max_elems). Measured (same
+    files): 16384 at 8 warps and 8192 at 4 took 2-38% less time than at 16 and 8 warps; prefetching, 16384 at 4
+    warps was the fastest form at 4 of the 8 points it was timed at, at 8 warps at 1 of 11 (fused_add_rms_norm,
+    whose prefetching form at 4 warps spills 2480 bytes)."""
 
     split_row_prefetch_max_elems: int = 128
     """A split_row prefetching twin takes more warps than half the plain form's where at half the next row's slices
