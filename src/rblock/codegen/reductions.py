@@ -49,28 +49,12 @@ def split_row_partial(g: KernelGraph, i: int, v: str) -> list[str]:
     if op in (Op.MAX, Op.MIN):
         ident, fn = extreme(_operand(g, i), op == Op.MAX), "_maximum" if op == Op.MAX else "_minimum"
         return [f"{t}_p0 = tl.reduce(tl.where(mask, {v}, {ident}), 1, {fn})[:, None]"]
-    if op == Op.WELFORD and from_16_bit(g, g.nodes[i].args[0]):
-        # 16-bit data: the slice's sum and sum of squares in one reduction, about the mean past CANCELLATION_LIMIT
-        # (as a single pass does over a whole row)
+    if op == Op.WELFORD:  # the slice's mean and M2, as a single pass takes a whole row's
+        count = f"{t}_n"
         return [
-            f"{t}_n = tl.minimum(rnumel - part * RBLOCK, RBLOCK).to(tl.float32)  # elements in this slice",
-            f"{t}_s, {t}_q = tl.reduce((tl.where(mask, {v}, 0.0), tl.where(mask, {v} * {v}, 0.0)), 1, _add2)",
-            f"{t}_s, {t}_q = {t}_s[:, None], {t}_q[:, None]",
-            f"{t}_p0 = {t}_s / {t}_n",
-            f"{t}_p1 = tl.maximum({t}_q - {t}_s * {t}_p0, 0.0)",
-            f"if tl.max(tl.where({t}_p1 * {CANCELLATION_LIMIT} < {t}_q, 1, 0)) > 0:",
-            f"    {t}_d = tl.where(mask, {v} - {t}_p0, 0.0)",
-            f"    {t}_p1 = tl.sum({t}_d * {t}_d, 1)[:, None]",
-        ]
-    if op == Op.WELFORD:  # fp32 data: mean and M2 of the slice, two-pass in registers
-        return [
-            f"{t}_n = tl.minimum(rnumel - part * RBLOCK, RBLOCK).to(tl.float32)  # elements in this slice",
-            f"{t}_shift = tl.sum(tl.where(mask, {v}, 0.0), 1)[:, None] / {t}_n",
-            f"{t}_d = tl.where(mask, {v} - {t}_shift, 0.0)",
-            f"{t}_dsum, {t}_d2 = tl.reduce(({t}_d, {t}_d * {t}_d), 1, _add2)",
-            f"{t}_dsum = {t}_dsum[:, None]",
-            f"{t}_p0 = {t}_shift + {t}_dsum / {t}_n",
-            f"{t}_p1 = tl.maximum({t}_d2[:, None] - {t}_dsum * {t}_dsum / {t}_n, 0.0)",
+            f"{count} = tl.minimum(rnumel - part * RBLOCK, RBLOCK).to(tl.float32)  # elements in this slice",
+            *single_pass(g, i, [v], ["mask"], [], lambda _, names: (names, []), count),
+            f"{t}_p0, {t}_p1 = {t}_0, {t}_1",
         ]
     assert op == Op.SOFTMAX_STATS
     return [
@@ -256,12 +240,18 @@ def acc_finish(g: KernelGraph, i: int) -> list[str]:
 
 
 def single_pass(
-    g: KernelGraph, i: int, vs: list[str], masks: list[str | None], rindexes: list[str], again: Again
+    g: KernelGraph,
+    i: int,
+    vs: list[str],
+    masks: list[str | None],
+    rindexes: list[str],
+    again: Again,
+    count: str = "rnumel",
 ) -> list[str]:
     """Single pass: reduce the per-tile values `vs` (masked by `masks`; None: the tile needs no mask) along r. The
     tiles are combined element by element first, so a row of several tiles costs one exchange between threads, like
     a row of one. Two-step reductions get their operand once more from `again` (recomputed after the first step, or
-    the same names)."""
+    the same names). Mean-variance divides by `count`, the elements reduced (a split row's slice: fewer)."""
     n = g.nodes[i]
     zero = "0.0" if g.nodes[n.args[0]].dtype.is_float else "0"
     t = f"tmp{i}"
@@ -306,7 +296,7 @@ def single_pass(
         return [
             f"{t}_s, {t}_q = tl.reduce(({sums}, {squares}), 1, _add2)",
             f"{t}_s, {t}_q = {t}_s[:, None], {t}_q[:, None]",
-            f"{t}_0 = {t}_s / rnumel",
+            f"{t}_0 = {t}_s / {count}",
             f"{t}_1 = tl.maximum({t}_q - {t}_s * {t}_0, 0.0)",
             *redo,
             f"if tl.max(tl.where({t}_1 * {CANCELLATION_LIMIT} < {t}_q, 1, 0)) > 0:",
@@ -319,13 +309,13 @@ def single_pass(
         ds = [f"{t}_d"] if len(vs) == 1 else [f"{t}_d_t{j}" for j in range(len(vs))]
         dsum, d2 = " + ".join(ds), " + ".join(f"{d} * {d}" for d in ds)
         return [
-            f"{t}_shift = tl.sum({total}, 1)[:, None] / rnumel",
+            f"{t}_shift = tl.sum({total}, 1)[:, None] / {count}",
             *redo,
             *(f"{d} = {where(m, f'{v} - {t}_shift', '0.0')}" for d, m, v in zip(ds, masks, vs)),
             f"{t}_dsum, {t}_d2 = tl.reduce(({dsum}, {d2}), 1, _add2)  # one exchange for both sums",
             f"{t}_dsum = {t}_dsum[:, None]",
-            f"{t}_0 = {t}_shift + {t}_dsum / rnumel",
-            f"{t}_1 = tl.maximum({t}_d2[:, None] - {t}_dsum * {t}_dsum / rnumel, 0.0)",
+            f"{t}_0 = {t}_shift + {t}_dsum / {count}",
+            f"{t}_1 = tl.maximum({t}_d2[:, None] - {t}_dsum * {t}_dsum / {count}, 0.0)",
         ]
     assert op == Op.SOFTMAX_STATS
     top = fold("_maximum", masked(vs, 'float("-inf")'))

@@ -178,6 +178,15 @@ class Heuristics:
     H100): fused_add_rms_norm (512, 131072) 16384 x 8 prefetching 193.1 us, the fastest of its forms (plain 255.0,
     8192 x 4 200.0, 16384 x 4 prefetching 2832.6)."""
 
+    split_row_max_parts: int = 16
+    """A row spans at most this many split_row programs. With 32 (slices of 8192 at 262144) the H100's `rblock bench`
+    (benchmarks/results/runs_2026-12-10/s20_huge_new.json) timed softmax at 178.7 us in the form its own tuner had
+    timed fastest, where log_softmax in the same form took 100.8: a row waits for the last of its programs. A bound
+    against that spread (one observation), not a calibration."""
+
+    split_row_max_parts_per_sm: float = 0.5
+    """A split row spans at most this many programs per SM, so that several row groups run at once."""
+
     prefetch_min_tile: int = 16384
     """Single-pass tiles of at least this many elements (one or two programs per SM) also get a twin whose programs
     loop over rows and load their next row before reducing this one. Measured without it (trials_run1-3.json):
@@ -188,15 +197,6 @@ class Heuristics:
     tile size (trials_run9.json: cross_entropy (16384, 4096) 49.5 against 52.8 us, (65536, 1024) 49.8 against
     52.4). The twin comes at each warp count of its single pass (trials_run22_ln.json): layer_norm (2048, 32768)
     at 32 warps spills and took 110.1 us, at 16 warps 83.6 us against 92.5 for the best single pass without it."""
-
-    split_row_max_parts: int = 16
-    """A row spans at most this many split_row programs. With 32 (slices of 8192 at 262144) the H100's `rblock bench`
-    (benchmarks/results/runs_2026-12-10/s20_huge_new.json) timed softmax at 178.7 us in the form its own tuner had
-    timed fastest, where log_softmax in the same form took 100.8: a row waits for the last of its programs. A bound
-    against that spread (one observation), not a calibration."""
-
-    split_row_max_parts_per_sm: float = 0.5
-    """A split row spans at most this many programs per SM, so that several row groups run at once."""
 
     def __post_init__(self) -> None:
         for f in fields(self):
