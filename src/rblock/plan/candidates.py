@@ -153,8 +153,12 @@ def _looped(f: Features, h: Heuristics, register_intensive: bool) -> list[Candid
         for r in (4096, 8192)
         if f.rnumel > h.seed_max_rnumel and r <= h.long_row_max_r0_block and not register_intensive
     ]
+    # rows that split rows serve: the looped kernel is their fallback, at its long chunks alone. On an H100, in 43
+    # tunings above 32K (16 op and shape pairs), the 5 that a looped form won took 8192 x 32 warps or 4096 x 16
+    # unrolled; each candidate less shortens a first call, which is mostly compiling (benchmarks/NOTES.md)
+    split_served = f.row_splittable and f.rnumel > h.split_row_min_rnumel
     by_hint = {
-        Hint.INNER: [contiguous, wider, *long_rows],
+        Hint.INNER: long_rows if split_served and long_rows else [contiguous, wider, *long_rows],
         Hint.OUTER: [
             outer,
             Candidate(Config("looped", 32, min(16, rp2), 4), "outer, 32 rows by 16"),
