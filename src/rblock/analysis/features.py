@@ -38,7 +38,8 @@ class Features:
     full_tiles: int  # full-size values a persistent tile keeps live across its reductions
     online_reductions: int  # softmax statistics and Welford: looped, they update per element (exps, divisions)
     narrow_loads: bool  # some full-size input is 16-bit: a single-pass tile can hold it at half the registers
-    row_inputs: int  # full-size inputs that differ by row: a prefetching program holds the next row's of each
+    prefetch_bytes: int  # bytes per row element of the full-size inputs, twice for those that differ by row: what a
+    # prefetching program holds (this row's and the next's; a weight's once)
     is_2d: bool  # both more than one row and more than one element per row
     splittable: bool  # the reductions can be split over row slices and combined by a second kernel
     unevenly_splittable: bool  # ... also into slices of unequal length (a masked tail)
@@ -120,7 +121,10 @@ def analyze(g: KernelGraph, heuristics) -> Features:
         full_tiles=full_loads + 1,
         online_reductions=sum(1 for n in g.nodes if n.op in (Op.SOFTMAX_STATS, Op.WELFORD)),
         narrow_loads=any(n.op == Op.LOAD and n.rank == Rank.FULL and n.dtype.itemsize == 2 for _, n in mem),
-        row_inputs=sum(1 for _, n in mem if n.op == Op.LOAD and n.rank == Rank.FULL and any(n.attr.x_strides)),
+        prefetch_bytes=sum(
+            n.dtype.itemsize * (2 if any(n.attr.x_strides) else 1)
+            for n in {n.attr: n for _, n in mem if n.op == Op.LOAD and n.rank == Rank.FULL}.values()
+        ),
         is_2d=g.xnumel > 1 and g.rnumel > 1,
         splittable=can_split(g),
         unevenly_splittable=can_split(g) and uneven_ok(g),

@@ -290,9 +290,9 @@ def _split_row(f: Features, h: Heuristics, sm_count: int) -> list[Candidate]:
             )
             out.append(Candidate(Config("split_row", 1, rblock, warps, split=parts), f"{what}; {warps} warps"))
             # prefetching at half the warps, each thread holding two slices of 64 elements, or at more warps where
-            # the next row's slices of all row inputs would exceed split_row_prefetch_max_elems per thread
+            # its inputs' values would exceed split_row_prefetch_max_bytes per thread
             w = max(warps // 2, h.min_warps)
-            while w < warps and f.row_inputs * rblock > h.split_row_prefetch_max_elems * 32 * w:
+            while w < warps and f.prefetch_bytes * rblock > h.split_row_prefetch_max_bytes * 32 * w:
                 w *= 2
             cfg = Config("split_row", 1, rblock, w, split=parts, prefetch=True, recompute=f.narrow_loads)
             out.append(Candidate(cfg, f"{what}; {w} warps{ahead}"))

@@ -164,19 +164,22 @@ class Heuristics:
 
     split_row_elems_per_warp: int = 2048
     """A split_row program has num_warps ~ slice / this (64 elements per thread), its prefetching twin half as many
-    (128 per thread, two slices held; more for rows of several inputs: split_row_prefetch_max_elems). Measured (same
-    files): 16384 at 8 warps and 8192 at 4 took 2-38% less time than at 16 and 8 warps; prefetching, 16384 at 4
+    (128 per thread, two slices held; more where its inputs would not fit: split_row_prefetch_max_bytes). Measured
+    (same files): 16384 at 8 warps and 8192 at 4 took 2-38% less time than at 16 and 8 warps; prefetching, 16384 at 4
     warps was the fastest form at 4 of the 8 points it was timed at, at 8 warps at 1 of 11 (fused_add_rms_norm,
     whose prefetching form at 4 warps spills 2480 bytes)."""
 
-    split_row_prefetch_max_elems: int = 128
-    """A split_row prefetching twin takes more warps than half the plain form's where at half the next row's slices
-    of all its row inputs would exceed this many elements per thread (128 16-bit values: 64 registers, besides the
-    slice being finished). Offline (sass.py, sm_90, (512, 131072)): fused_add_rms_norm (two row inputs) at 16384 x 4
-    warps prefetching spills 2424 bytes, at 8 warps takes 200 registers and spills nothing (8192 x 4: 202); one
-    input (rms_norm, softmax) at half the warps takes 248-255. Measured forced (runs_2026-12-10/split_forms2.json, an
-    H100): fused_add_rms_norm (512, 131072) 16384 x 8 prefetching 193.1 us, the fastest of its forms (plain 255.0,
-    8192 x 4 200.0, 16384 x 4 prefetching 2832.6)."""
+    split_row_prefetch_max_bytes: int = 768
+    """A split_row prefetching twin takes more warps than half the plain form's where at half its inputs' values
+    (Features.prefetch_bytes: two rows of each row input, one of each weight) would exceed this many bytes per
+    thread (192 registers, besides the exchange and addresses). Offline (sass.py, sm_90, (1024, 65536) and (512,
+    131072)), at half the warps (128 elements per thread): bf16 softmax (512 bytes) and rms_norm (768) take
+    248-255 registers and spill nothing; bf16 layer_norm (1024) spills 80 bytes, fused_add_rms_norm (1280) 2424;
+    fp32 softmax (1024) 216 and rms_norm (1536) 160. At the plain form's warps none spills: bf16 layer_norm 185
+    registers, fused_add_rms_norm 200, fp32 rms_norm 196, softmax 221, layer_norm 254. Measured forced
+    (runs_2026-12-10/split_forms2.json, an H100): fused_add_rms_norm (512, 131072) 16384 x 8 prefetching 193.1 us,
+    the fastest of its forms (plain 255.0, 8192 x 4 200.0, 16384 x 4 prefetching 2832.6); through the tuner
+    (runs_2026-12-12) 187.5-189.6 us at 65536-262144 (95-96% of copy; 262144 was looped at 234.5)."""
 
     split_row_max_parts: int = 16
     """A row spans at most this many split_row programs. With 32 (slices of 8192 at 262144) the H100's `rblock bench`
