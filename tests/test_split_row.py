@@ -84,11 +84,15 @@ def test_one_row_spread_over_many_programs():
 
 
 def test_slices_without_finite_values_and_nan_rows():
-    """A slice of -inf contributes nothing to a softmax; a NaN anywhere in a row makes it NaN, like PyTorch."""
-    x = torch.randn(4, 2048)
+    """A slice of -inf contributes nothing to a softmax, even where the row's max is so far below 0 that the factor
+    rescaling that slice's exps would overflow; a NaN anywhere in a row makes it NaN, like PyTorch."""
+    x = torch.randn(5, 2048)
     x[0, :1024] = float("-inf")  # the first two of four slices
     x[1, 5] = float("nan")
     x[2, :] = float("-inf")
+    x[3] -= 200.0
+    x[3, 512:1024] = float("-inf")
+    x[4, :512] += 60.0  # the other slices' exps rescaled by about e^-60
     with rblock.settings(config=rblock.Config("split_row", 1, 512, 4, split=4)):
         out = rblock.ops.softmax(x, -1)
     ref = torch.softmax(x.double(), -1)
@@ -150,20 +154,30 @@ def test_planner_offers_split_rows_for_long_rows_only():
     assert not any(c.config.kind == "split_row" for c in log[0].plan.candidates)
 
 
-def test_prefetching_twins_hold_at_most_128_next_row_elements_per_thread():
-    """One row input (rms_norm): the twin at half the warps holds 128 of the next row's elements per thread. Two
-    (fused_add_rms_norm's x and residual): at half the warps that would be 256, so the twin keeps the plain form's
-    warps."""
-    w = torch.randn(131072, dtype=torch.bfloat16)
-    x, r = (torch.randn(2, 131072, dtype=torch.bfloat16) for _ in range(2))
+def test_prefetching_twins_hold_at_most_768_bytes_of_inputs_per_thread():
+    """At half the plain form's warps a thread holds 128 elements of each input, two rows of those that differ by
+    row: bf16 softmax 512 bytes and rms_norm (x twice, its weight once) 768 keep half the warps; layer_norm (a
+    bias too), fused_add_rms_norm (x and residual) and fp32 rms_norm would exceed 768, so their twins keep the
+    plain form's warps."""
+    n = 131072
+    x, r = (torch.randn(2, n, dtype=torch.bfloat16) for _ in range(2))
+    w, b = (torch.randn(n, dtype=torch.bfloat16) for _ in range(2))
+    runs = {
+        "softmax": (lambda: rblock.ops.softmax(x, -1), 4),
+        "rms_norm": (lambda: rblock.ops.rms_norm(x, n, w), 6),
+        "layer_norm": (lambda: rblock.ops.layer_norm(x, n, w, b), 8),
+        "fused_add_rms_norm": (lambda: rblock.ops.fused_add_rms_norm(x, r, w), 10),
+        "rms_norm fp32": (lambda: rblock.ops.rms_norm(x.float(), n, w.float()), 12),
+    }
     twins = {}
-    for op, run in (("rms_norm", lambda: rblock.ops.rms_norm(x, 131072, w)),
-                    ("fused_add_rms_norm", lambda: rblock.ops.fused_add_rms_norm(x, r, w))):  # fmt: skip
+    for name, (run, held) in runs.items():
         with recording(launch=False) as log:
             run()
-        twins[op] = {(c.config.RBLOCK, c.config.num_warps) for c in log[0].plan.candidates if c.config.prefetch}
-        assert log[0].features.row_inputs == (1 if op == "rms_norm" else 2)
-    assert twins == {"rms_norm": {(16384, 4), (8192, 2)}, "fused_add_rms_norm": {(16384, 8), (8192, 4)}}
+        assert log[0].features.prefetch_bytes == held, name
+        twins[name] = {(c.config.RBLOCK, c.config.num_warps) for c in log[0].plan.candidates if c.config.prefetch}
+    half, plain = {(16384, 4), (8192, 2)}, {(16384, 8), (8192, 4)}
+    assert twins == {"softmax": half, "rms_norm": half, "layer_norm": plain, "fused_add_rms_norm": plain,
+                     "rms_norm fp32": plain}  # fmt: skip
 
 
 def test_argmax_rows_are_not_split():

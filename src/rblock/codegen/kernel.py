@@ -35,6 +35,7 @@ from rblock.codegen.reductions import (
     exchanges_words,
     partial_slots,
     single_pass,
+    slice_exps_rescaled,
 )
 from rblock.codegen.row_loop import RowLoop
 from rblock.codegen.spec import KernelSpec, Phase
@@ -129,6 +130,10 @@ class _Body(RowLoop, Totals):
         self.phase, self.max_spins, self.interpret = phase, max_spins, interpret
         self.words = self.split_row and phase == "all" and exchanges_words(g)  # else workspaces and a barrier
         self.recompute = config.recompute
+        # split_row: softmax statistics whose slice's exps are held and rescaled by the finish (recompute holds the
+        # 16-bit inputs instead)
+        exps = {query.exp_at_softmax_max(g, i) for i in range(len(g.nodes))} - {None}
+        self.kept_exps = exps if self.split_row and not self.recompute else set()
         self.writes_rows = any(n.op == Op.STORE and n.rank == Rank.FULL for n in g.nodes)
         self.reread = query.read_back(g) if self.looped else {}  # value -> the first loop's store of it
         self.out: list[str] = []
@@ -339,6 +344,8 @@ class _Body(RowLoop, Totals):
             return ""
         elif n.op in POINTWISE_OPS:
             expr = ops[0] if i in self.rounded_by_store else pointwise(n, ops, self.g)
+            if (stats := query.exp_at_softmax_max(self.g, i)) in self.kept_exps:
+                expr = slice_exps_rescaled(stats)
             if expr in ops:  # a no-op cast: reuse the operand's name
                 self._scope(n)[key] = expr
                 return expr

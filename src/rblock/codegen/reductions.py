@@ -60,8 +60,16 @@ def split_row_partial(g: KernelGraph, i: int, v: str) -> list[str]:
     return [
         f'{t}_p0 = tl.reduce(tl.where(mask, {v}, float("-inf")), 1, _maximum)[:, None]',
         f'{t}_shift = tl.where({t}_p0 == float("-inf"), 0.0, {t}_p0)',
-        f"{t}_p1 = tl.sum(tl.where(mask, _exp_minus({v}, {t}_shift), 0.0), 1)[:, None]",
+        f"{t}_e = tl.where(mask, _exp_minus({v}, {t}_shift), 0.0)",
+        f"{t}_p1 = tl.sum({t}_e, 1)[:, None]",
     ]
+
+
+def slice_exps_rescaled(i: int) -> str:
+    """split_row: e^(v - max) from the slice's e^(v - its own max), kept from split_row_partial, times one factor per
+    row: one exp per element instead of two (a slice with no finite value has none: 0)."""
+    t = f"tmp{i}"
+    return f'{t}_e * tl.where({t}_p0 == float("-inf"), 0.0, _exp_minus({t}_shift, {t}_0))'
 
 
 def split_row_combine(g: KernelGraph, i: int, ws: list[int], parts: int, spins: int | None = None) -> list[str]:

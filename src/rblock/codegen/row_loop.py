@@ -90,11 +90,12 @@ class RowLoop:
                 f"wown = words_ptr + pid * {w}  # this program's words: two sets of one per partial result",
                 f"wrow = (group * parts + pindex) * {w}  # the row's programs' (offsets: fewer registers)",
             ]
-        if self.phase != "finish":
-            for r in reductions:
+        for r in reductions:  # the finish needs a slice's softmax statistics whose exps it rescales
+            if self.phase != "finish" or r in self.kept_exps:
                 n = self.g.nodes[r]
                 self.out.append(f"# ir %{r}: {n.op.name.lower()} %{n.args[0]}, this slice")
                 self.out += split_row_partial(g, r, self.emit(n.args[0]))
+        if self.phase != "finish":
             if words:
                 # the sets alternate by round: a program may publish its next round while another reads this one's
                 # words, but not the round after, which needs the other's next words
