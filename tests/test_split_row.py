@@ -225,7 +225,7 @@ def test_split_row_may_have_any_number_of_slices_but_a_two_kernel_split_may_not(
             "softmax",
             lambda x: torch.softmax(x, -1),
             torch.float32,
-            "_words_wait2(words_ptr + (wrow + wset + 0), pmask, epoch, sync_ptr, 3)",  # max and sum polled together
+            "_words_wait2(wrow + ((wset + 0) * parts + pindex), parts, pmask, epoch, sync_ptr, 3)",  # polled together
         ),
         ("int_sum", lambda x: x.sum(-1), torch.int32, "_row_wait(sync_ptr, group, arrived, 3)"),
     ],
@@ -354,7 +354,7 @@ def test_prefetch_loads_the_next_row_between_publishing_and_waiting():
     src = make_program(compiled.graph, compiled.config, interpret=False).stages[0].spec.source
     body = src[src.index("for xoffset") :]
     next_load = body.index("tmp0_next = tl.load(in_ptr0 + (xn0 * 1024 + r0), mask_next")
-    assert body.index("_word_put(wown + (wset + 0), ") < next_load < body.index("_words_wait(")
+    assert body.index("_word_put(wrow + ((wset + 0) * parts + part), ") < next_load < body.index("_words_wait(")
     assert "tmp0_next = tl.load(in_ptr0 + (x0 * 1024 + r0), mask" in src[: src.index("for xoffset")]
     ahead = [line for line in src.splitlines() if "_next = tl.load" in line]
     assert ahead and not any("in_ptr1" in line for line in ahead)  # the weight, shared by all rows, is not ahead

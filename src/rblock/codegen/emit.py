@@ -160,8 +160,8 @@ def _words_wait(ptr, mask, epoch, sync_ptr, max_spins: tl.constexpr):
 
 
 @triton.jit
-def _words_wait2(ptr, mask, epoch, sync_ptr, max_spins: tl.constexpr):
-    # two consecutive words per program (a mean and M2, a max and a sum), polled together: one round trip per poll
+def _words_wait2(ptr, stride, mask, epoch, sync_ptr, max_spins: tl.constexpr):
+    # two words per program, `stride` apart (a mean and M2, a max and a sum), polled together: one round trip per poll
     stamp = epoch.to(tl.int64) << 32
     first = tl.zeros_like(mask.to(tl.int64))
     second = tl.zeros_like(mask.to(tl.int64))
@@ -169,7 +169,7 @@ def _words_wait2(ptr, mask, epoch, sync_ptr, max_spins: tl.constexpr):
     spins = 0
     while not done:
         first = tl.load(ptr, mask, other=stamp, volatile=True)
-        second = tl.load(ptr + 1, mask, other=stamp, volatile=True)
+        second = tl.load(ptr + stride, mask, other=stamp, volatile=True)
         ready = ((first >> 32).to(tl.int32) == epoch) & ((second >> 32).to(tl.int32) == epoch)
         done = tl.min(ready.to(tl.int32)) == 1
         done, spins = _gave_up(done, spins, sync_ptr, max_spins)

@@ -33,11 +33,10 @@ from rblock.codegen.reductions import (
     acc_init,
     acc_update,
     exchanges_words,
-    partial_slots,
     single_pass,
     slice_exps_rescaled,
 )
-from rblock.codegen.row_loop import RowLoop
+from rblock.codegen.row_loop import RowLoop, exchange_args
 from rblock.codegen.spec import KernelSpec, Phase
 from rblock.codegen.totals import Totals
 from rblock.ir import Access, DType, KernelGraph, Op, Rank, query
@@ -69,12 +68,8 @@ def generate(
     arg_doc = [f"    # {a}: {b.name} ({b.dtype.value})" for a, b in zip(args, g.buffers)]
     pointer_dtypes = [b.dtype.value for b in g.buffers]
     if split_row:
-        slots = [] if words else partial_slots(g)
-        args += [f"ws_ptr{k}" for k in range(len(slots))] + ["words_ptr"] * words + ["sync_ptr"]
-        pointer_dtypes += [dt.value for _, _, dt in slots] + [DType.I64.value] * words + [DType.I32.value]
-        arg_doc += [f"    # ws_ptr{k}: partial results {j} of %{r} ({dt.value})" for k, (r, j, dt) in enumerate(slots)]
-        arg_doc += ["    # words_ptr: two sets of (epoch, value) words per program (i64)"] * words
-        arg_doc.append(f"    # sync_ptr: [error flag, each row group's {'last epoch' if words else 'counter'}] (i32)")
+        more = exchange_args(g, words)
+        args, pointer_dtypes, arg_doc = args + more[0], pointer_dtypes + more[1], arg_doc + more[2]
     totals = query.totals(g)
     if totals:
         args += [f"share_ptr{k}" for k in range(len(totals))] + ["sync_ptr"]
@@ -130,10 +125,8 @@ class _Body(RowLoop, Totals):
         self.phase, self.max_spins, self.interpret = phase, max_spins, interpret
         self.words = self.split_row and phase == "all" and exchanges_words(g)  # else workspaces and a barrier
         self.recompute = config.recompute
-        # split_row: softmax statistics whose slice's exps are held and rescaled by the finish (recompute holds the
-        # 16-bit inputs instead)
-        exps = {query.exp_at_softmax_max(g, i) for i in range(len(g.nodes))} - {None}
-        self.kept_exps = exps if self.split_row and not self.recompute else set()
+        # split_row: softmax numerators from the slice's exps, held (recompute holds the 16-bit inputs instead)
+        self.kept_exps = query.softmax_numerators(g) if self.split_row and not self.recompute else {}
         self.writes_rows = any(n.op == Op.STORE and n.rank == Rank.FULL for n in g.nodes)
         self.reread = query.read_back(g) if self.looped else {}  # value -> the first loop's store of it
         self.out: list[str] = []
@@ -344,8 +337,8 @@ class _Body(RowLoop, Totals):
             return ""
         elif n.op in POINTWISE_OPS:
             expr = ops[0] if i in self.rounded_by_store else pointwise(n, ops, self.g)
-            if (stats := query.exp_at_softmax_max(self.g, i)) in self.kept_exps:
-                expr = slice_exps_rescaled(stats)
+            if i in self.kept_exps:
+                expr = slice_exps_rescaled(self.kept_exps[i])
             if expr in ops:  # a no-op cast: reuse the operand's name
                 self._scope(n)[key] = expr
                 return expr

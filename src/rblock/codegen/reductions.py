@@ -85,15 +85,16 @@ def split_row_combine(g: KernelGraph, i: int, ws: list[int], parts: int, spins: 
     if spins is None:  # .cg: read past L1, which other SMs' writes do not update
         tile = 'tl.load(ws_ptr{k} + (xindex * parts + pindex), xmask & pmask, other={other}, cache_modifier=".cg")'
     else:
-        wait = f"_words_wait(words_ptr + (wrow + wset + {{k}}), pmask, epoch, sync_ptr, {spins})"
+        wait = f"_words_wait(wrow + ((wset + {{k}}) * parts + pindex), pmask, epoch, sync_ptr, {spins})"
         tile = f"tl.where(pmask, {wait}, {{other}})"
     # polled words lie along one axis (one row per program): reduced to a scalar, fewer registers than a tile
     ax, keep = ("1", "[:, None]") if spins is None else ("0", "")
     lines = [f"# ir %{i}: {n.op.name.lower()}, from the partial results of the row's slices"]
-    if spins is not None and len(ws) == 2:  # a program's two words are consecutive: polled in one loop
+    if spins is not None and len(ws) == 2:  # a program's two slots are consecutive: polled in one loop
         assert ws[1] == ws[0] + 1
         lines += [
-            f"{t}_w0, {t}_w1 = _words_wait2(words_ptr + (wrow + wset + {ws[0]}), pmask, epoch, sync_ptr, {spins})",
+            f"{t}_w0, {t}_w1 = _words_wait2(wrow + ((wset + {ws[0]}) * parts + pindex), parts, pmask, epoch, sync_ptr,"
+            f" {spins})",
             f"{t}_q0 = tl.where(pmask, {t}_w0, {ident})",
             f"{t}_q1 = tl.where(pmask, {t}_w1, 0.0)",
         ]

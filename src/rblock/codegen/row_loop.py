@@ -12,7 +12,18 @@ from __future__ import annotations
 
 from rblock.codegen.emit import TL_DTYPE, dim_vars
 from rblock.codegen.reductions import partial_slots, split_row_combine, split_row_partial
-from rblock.ir import DType, Op, Rank, query
+from rblock.ir import DType, KernelGraph, Op, Rank, query
+
+
+def exchange_args(g: KernelGraph, words: bool) -> tuple[list[str], list[str], list[str]]:
+    """split_row: the kernel's arguments after the buffers, their pointers' dtypes and their comments."""
+    slots = [] if words else partial_slots(g)
+    args = [f"ws_ptr{k}" for k in range(len(slots))] + ["words_ptr"] * words + ["sync_ptr"]
+    dtypes = [dt.value for _, _, dt in slots] + [DType.I64.value] * words + [DType.I32.value]
+    doc = [f"    # ws_ptr{k}: partial results {j} of %{r} ({dt.value})" for k, (r, j, dt) in enumerate(slots)]
+    doc += ["    # words_ptr: each row group's (epoch, value) words, two sets, programs side by side (i64)"] * words
+    doc.append(f"    # sync_ptr: [error flag, each row group's {'last epoch' if words else 'counter'}] (i32)")
+    return args, dtypes, doc
 
 
 class RowLoop:
@@ -87,11 +98,12 @@ class RowLoop:
             w = 2 * len(slots)
             head[-1:-1] = [
                 "epoch = tl.load(sync_ptr + 1 + group, volatile=True)  # the group's last, kept between launches",
-                f"wown = words_ptr + pid * {w}  # this program's words: two sets of one per partial result",
-                f"wrow = (group * parts + pindex) * {w}  # the row's programs' (offsets: fewer registers)",
+                # the row's words: two sets of one slot per partial result, each slot the row's programs' words side
+                # by side, so that a poll of the row's words loads whole sectors
+                f"wrow = words_ptr + group * {w} * parts",
             ]
         for r in reductions:  # the finish needs a slice's softmax statistics whose exps it rescales
-            if self.phase != "finish" or r in self.kept_exps:
+            if self.phase != "finish" or r in self.kept_exps.values():
                 n = self.g.nodes[r]
                 self.out.append(f"# ir %{r}: {n.op.name.lower()} %{n.args[0]}, this slice")
                 self.out += split_row_partial(g, r, self.emit(n.args[0]))
@@ -100,7 +112,10 @@ class RowLoop:
                 # the sets alternate by round: a program may publish its next round while another reads this one's
                 # words, but not the round after, which needs the other's next words
                 self.out += ["epoch += 1", f"wset = (epoch & 1) * {len(slots)}"]
-                self.out += [f"_word_put(wown + (wset + {k}), tmp{r}_p{j}, epoch)" for k, (r, j, _) in enumerate(slots)]
+                self.out += [
+                    f"_word_put(wrow + ((wset + {k}) * parts + part), tmp{r}_p{j}, epoch)"
+                    for k, (r, j, _) in enumerate(slots)
+                ]
             else:
                 for k, (r, j, _) in enumerate(slots):
                     self.out.append(f"tl.store(ws_ptr{k} + (xindex * parts + part), tmp{r}_p{j}, xmask)")

@@ -42,18 +42,18 @@ def from_16_bit(g: KernelGraph, i: int) -> bool:
     return n.op == Op.LOAD and n.rank == Rank.FULL and n.dtype in (DType.BF16, DType.F16)
 
 
-def exp_at_softmax_max(g: KernelGraph, i: int) -> int | None:
-    """The softmax statistics s where node i is exp(v - max) with s's own v and max (softmax's numerator), else
-    None: a program that summed exp(v - m) over a slice with its own max m has these values up to a per-row
-    factor."""
-    n = g.nodes[i]
-    if n.op != Op.EXP or g.nodes[n.args[0]].op != Op.SUB:
-        return None
-    v, m = g.nodes[n.args[0]].args
-    if g.nodes[m].op != Op.GETITEM or g.nodes[m].attr != 0:
-        return None
-    s = g.nodes[m].args[0]
-    return s if g.nodes[s].op == Op.SOFTMAX_STATS and g.nodes[s].args[0] == v else None
+def softmax_numerators(g: KernelGraph) -> dict[int, int]:
+    """Each exp(v - max) whose max is that of softmax statistics s over the same v (softmax's numerator), with s: a
+    program that summed exp(v - m) over a slice with its own max m has these values up to a per-row factor."""
+    out = {}
+    for i, n in enumerate(g.nodes):
+        sub = g.nodes[n.args[0]] if n.op == Op.EXP else None
+        if sub is None or sub.op != Op.SUB or g.nodes[sub.args[1]].op != Op.GETITEM or g.nodes[sub.args[1]].attr:
+            continue
+        s = g.nodes[sub.args[1]].args[0]
+        if g.nodes[s].op == Op.SOFTMAX_STATS and g.nodes[s].args[0] == sub.args[0]:
+            out[i] = s
+    return out
 
 
 def looped_passes(g: KernelGraph) -> list[list[int]]:
