@@ -260,3 +260,14 @@ def test_long_rows_get_prefetching_twins_at_each_warp_count(op: str, m: int, n: 
 
 def test_short_tiles_get_no_prefetching_twin():
     assert not any(c.config.prefetch for c in planned("rms_norm", 16384, 4096)[0].plan.candidates)
+
+
+def test_rows_that_split_rows_serve_loop_in_long_chunks_unless_they_gather():
+    """Above 32K the looped kernel is split rows' fallback, at chunks of 4096 and 8192 alone; cross_entropy, whose
+    rows gather a class's logit, keeps its shorter chunks too."""
+    looped = {
+        op: {c.config.RBLOCK for c in planned(op, m, n)[0].plan.candidates if c.config.kind == "looped"}
+        for op, m, n in (("layer_norm", 512, 131072), ("softmax", 441, 151936), ("cross_entropy", 441, 151936))
+    }
+    assert looped["layer_norm"] == looped["softmax"] == {4096, 8192}
+    assert {4096, 8192} < looped["cross_entropy"] and min(looped["cross_entropy"]) < 4096

@@ -155,8 +155,9 @@ def _looped(f: Features, h: Heuristics, register_intensive: bool) -> list[Candid
     ]
     # rows that split rows serve: the looped kernel is their fallback, at its long chunks alone. On an H100, in 43
     # tunings above 32K (16 op and shape pairs), the 5 that a looped form won took 8192 x 32 warps or 4096 x 16
-    # unrolled; each candidate less shortens a first call, which is mostly compiling (benchmarks/NOTES.md)
-    split_served = f.row_splittable and f.rnumel > h.split_row_min_rnumel
+    # unrolled; each candidate less shortens a first call, which is mostly compiling (benchmarks/NOTES.md). Rows
+    # that gather keep every chunk: cross_entropy (441, 151936) took 59.9 us at 2048 x 8 unrolled, 64.5 without it
+    split_served = f.row_splittable and f.rnumel > h.split_row_min_rnumel and not f.gathers
     by_hint = {
         Hint.INNER: long_rows if split_served and long_rows else [contiguous, wider, *long_rows],
         Hint.OUTER: [
