@@ -47,11 +47,13 @@ def softmax_numerators(g: KernelGraph) -> dict[int, int]:
     program that summed exp(v - m) over a slice with its own max m has these values up to a per-row factor."""
     out = {}
     for i, n in enumerate(g.nodes):
-        sub = g.nodes[n.args[0]] if n.op == Op.EXP else None
-        if sub is None or sub.op != Op.SUB or g.nodes[sub.args[1]].op != Op.GETITEM or g.nodes[sub.args[1]].attr:
+        if n.op != Op.EXP or g.nodes[n.args[0]].op != Op.SUB:
             continue
-        s = g.nodes[sub.args[1]].args[0]
-        if g.nodes[s].op == Op.SOFTMAX_STATS and g.nodes[s].args[0] == sub.args[0]:
+        v, m = g.nodes[n.args[0]].args
+        if g.nodes[m].op != Op.GETITEM or g.nodes[m].attr != 0:  # not the max of multi-output statistics
+            continue
+        s = g.nodes[m].args[0]
+        if g.nodes[s].op == Op.SOFTMAX_STATS and g.nodes[s].args[0] == v:
             out[i] = s
     return out
 

@@ -179,7 +179,8 @@ class Heuristics:
     registers, fused_add_rms_norm 200, fp32 rms_norm 196, softmax 221, layer_norm 254. Measured forced
     (runs_2026-12-10/split_forms2.json, an H100): fused_add_rms_norm (512, 131072) 16384 x 8 prefetching 193.1 us,
     the fastest of its forms (plain 255.0, 8192 x 4 200.0, 16384 x 4 prefetching 2832.6); through the tuner
-    (runs_2026-12-12) 187.5-189.6 us at 65536-262144 (95-96% of copy; 262144 was looped at 234.5)."""
+    (runs_2026-12-12) 187.5-189.6 us at 65536-262144 (95-96% of copy; 262144 was looped at 234.5). layer_norm's
+    twins, now timed, lost to its plain form by 2-6% at 65536 and 131072 and won by 2% at 262144."""
 
     split_row_max_parts: int = 16
     """A row spans at most this many split_row programs. With 32 (slices of 8192 at 262144) the H100's `rblock bench`
