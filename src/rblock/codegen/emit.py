@@ -28,7 +28,7 @@ def extreme(dt: DType, low: bool) -> str:
 
 
 # Combine functions for tl.reduce. max/min propagate NaN like torch (one instruction on the GPU); arg* keep the
-# first index on ties and treat NaN as the extreme value; welford merges (mean, m2, count) partials.
+# first index on ties and treat NaN as the extreme value; _add2 and _add_max_min_add reduce several values at once.
 HELPERS = """
 @triton.jit
 def _maximum(a, b):

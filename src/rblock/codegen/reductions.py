@@ -106,8 +106,8 @@ def split_row_combine(g: KernelGraph, i: int, ws: list[int], parts: int, spins: 
         return lines + [f"{t} = tl.reduce({t}_q0, {ax}, {'_maximum' if n.op == Op.MAX else '_minimum'}){keep}"]
     if n.op == Op.WELFORD and spins is not None:
         # Chan's combine over the polled words, M2 = sum(M2_p + n_p * (mean_p - mean)^2), in three reductions of the
-        # [parts] tiles (one per slice took 3 * parts, each a round through shared memory). The mean is the first
-        # slice's plus a weighted correction (exact for a constant row); slices past the row's end count 0.
+        # [parts] tiles (picking each slice's values out of them took 3 * parts). The mean is the first slice's plus
+        # a weighted correction (exact for a constant row); slices past the row's end count 0.
         cnt = "tl.minimum(tl.maximum(rnumel - pindex * RBLOCK, 0), RBLOCK).to(tl.float32)"
         return lines + [
             f"{t}_n = {cnt}  # elements in each slice",
