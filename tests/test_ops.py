@@ -458,6 +458,24 @@ def test_looped_statistics_when_each_lanes_first_element_is_far_from_the_rest(na
         check_against_torch(op.rblock_fn, op.torch_fn, op.inputs(make, x))
 
 
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16], ids=dtype_id)
+@pytest.mark.parametrize("name", ["logsumexp", "softmax", "log_softmax", "cross_entropy"])
+def test_looped_softmax_statistics_in_groups_of_a_threads_elements(name, dtype, make):
+    """Chunks of 512 at 2 warps: each thread's 8 contiguous elements (4 in fp32) share one running max. Row 0's first
+    chunk is -inf, so its groups start without a value; row 1 rises 40 above its running max in the middle of a group
+    and again in the row's partial last chunk; row 2 spreads over 10^4, where exps underflow. Row 3 is plain."""
+    x = make(4, 1800, dtype=dtype)
+    x[0, :512] = -math.inf
+    x[1, 901] += 40.0
+    x[1, 1795] += 80.0
+    x[2] *= 5000.0
+    op = OPS_BY_NAME[name]
+    with recording() as log, rblock.settings(config=rblock.Config("looped", 1, 512, 2)):
+        check_against_torch(op.rblock_fn, op.torch_fn, op.inputs(make, x))
+    sources = [st.spec.source for c in log for st in c.program.stages]
+    assert any(f"[XBLOCK, RBLOCK // {8 if dtype == torch.bfloat16 else 4}, " in s for s in sources)
+
+
 def test_layer_norm_of_a_constant_row_is_the_bias(strategy):
     x = torch.full((3, 100), 7.0)
     b = torch.linspace(-1, 1, 100)

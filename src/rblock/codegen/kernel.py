@@ -35,6 +35,7 @@ from rblock.codegen.reductions import (
     exchanges_words,
     single_pass,
     slice_exps_rescaled,
+    stats_group,
 )
 from rblock.codegen.row_loop import RowLoop, exchange_args
 from rblock.codegen.spec import KernelSpec, Phase
@@ -271,8 +272,8 @@ class _Body(RowLoop, Totals):
         reductions = [t for t in targets if g.nodes[t].op in REDUCE_OPS]
         self.out.append(f"# pass {k + 1}: {', '.join(f'%{t}' for t in targets)}")
         uniform = self.walk is None  # a walk's first chunk masks the lanes before each row's start
-        for r in reductions:
-            self.out += acc_init(g, r)
+        groups = {r: stats_group(g, r, self.cfg, aligned=not uniform) for r in reductions}
+        self.out += [line for r in reductions for line in acc_init(g, r, groups[r])]
         u, end = self.cfg.unroll, g.rnumel + self.vec - 1  # a walk from the boundary below covers vec - 1 more
         unroll = f"tl.range(0, {end}, RBLOCK, loop_unroll_factor={u}):  # {u} chunks' loads in flight"
         self.out.append(f"for r0_offset in {unroll if u > 1 else f'range(0, {end}, RBLOCK):'}")
@@ -281,11 +282,10 @@ class _Body(RowLoop, Totals):
         self._r_header("r0_offset + rbase")
         for t in targets:
             if g.nodes[t].op in REDUCE_OPS:
-                self.out += acc_update(g, t, self.emit(g.nodes[t].args[0]), uniform)
+                self.out += acc_update(g, t, self.emit(g.nodes[t].args[0]), uniform, groups[t])
             else:
                 self.emit(t)
-        body, self.out = self.out, saved
-        self.out += [f"    {line}" for line in body]
+        self.out = saved + [f"    {line}" for line in self.out]
         self.local = {}
         for r in reductions:
             self.out += acc_finish(g, r)

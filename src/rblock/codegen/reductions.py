@@ -6,8 +6,9 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from rblock.codegen.emit import TL_DTYPE, extreme, round16
-from rblock.ir import DType, KernelGraph, Op
-from rblock.ir.query import from_16_bit, reduction_levels
+from rblock.ir import DType, KernelGraph, Op, Rank
+from rblock.ir.query import VECTOR_BYTES, from_16_bit, full_cone, misaligned_walk, reduction_levels
+from rblock.plan.config import Config
 
 # Single-pass mean-variance of 16-bit data (a whole row, or a split row's slice) takes M2 from the sum of squares
 # while M2 is at least 1/CANCELLATION_LIMIT of it (log2 of it bits lost to cancellation at most); else it sums the
@@ -142,10 +143,23 @@ def split_row_combine(g: KernelGraph, i: int, ws: list[int], parts: int, spins: 
     ]
 
 
-def acc_init(g: KernelGraph, i: int) -> list[str]:
-    """Looped: the [XBLOCK, RBLOCK] accumulators of reduction i."""
+def stats_group(g: KernelGraph, i: int, cfg: Config, aligned: bool) -> int:
+    """Looped softmax statistics: how many of a thread's contiguous elements of a chunk share one running max
+    (`acc_update`), so that a new max costs one rescale per group, not per element. A thread's elements are
+    contiguous by whole 16-byte vectors of the narrowest load feeding the statistics, when rows start on vector
+    boundaries (or are walked from them); 1 otherwise."""
+    if g.nodes[i].op != Op.SOFTMAX_STATS or not (aligned or misaligned_walk(g) is None):
+        return 1
+    loads = [g.nodes[j] for j in (*full_cone(g, i), i) if g.nodes[j].op == Op.LOAD and g.nodes[j].rank == Rank.FULL]
+    per_thread = cfg.XBLOCK * cfg.RBLOCK // (32 * cfg.num_warps)
+    group = min([VECTOR_BYTES // n.dtype.itemsize for n in loads] + [per_thread]) if loads else 1
+    return group if group >= 2 else 1
+
+
+def acc_init(g: KernelGraph, i: int, group: int = 1) -> list[str]:
+    """Looped: the [XBLOCK, RBLOCK] accumulators of reduction i ([XBLOCK, RBLOCK // group]: grouped statistics)."""
     op, src = g.nodes[i].op, g.nodes[g.nodes[i].args[0]]
-    shape = "[XBLOCK, RBLOCK]"
+    shape = "[XBLOCK, RBLOCK]" if group == 1 else f"[XBLOCK, RBLOCK // {group}]"
     ridx = "tl.int64" if g.index_bits == 64 else "tl.int32"
     acc_t = "tl.float32" if src.dtype.is_float else "tl.int64"  # torch sums bools and ints in int64
     val_t = "tl.float32" if src.dtype.is_float else TL_DTYPE[src.dtype] if src.dtype != DType.B1 else "tl.int32"
@@ -167,12 +181,13 @@ def acc_init(g: KernelGraph, i: int) -> list[str]:
     return [f"acc{i}{suffix} = tl.full({shape}, {value}, {t})" for suffix, value, t in init]
 
 
-def acc_update(g: KernelGraph, i: int, v: str, uniform: bool = False) -> list[str]:
+def acc_update(g: KernelGraph, i: int, v: str, uniform: bool = False, group: int = 1) -> list[str]:
     """Looped: fold one chunk (value `v`) into reduction i's accumulators. Mean-variance keeps, per lane, the sums
     of its elements' differences from the lane's first element and of their squares: a subtraction, an add and a
     fused multiply-add per element, and no cancellation while a lane's elements lie near each other. `uniform`: a
     lane masked in one chunk is masked in every later one (rows end, they do not start, inside a chunk), so every
-    lane meets its first element in the first chunk."""
+    lane meets its first element in the first chunk. Softmax statistics in `group`s (`stats_group`): each group's
+    max, then one rescale of its running sum and an exp, a multiply-add and an add per element."""
     n = g.nodes[i]
     a = f"acc{i}"
     zero = "0.0" if g.nodes[n.args[0]].dtype.is_float else "0"
@@ -197,6 +212,16 @@ def acc_update(g: KernelGraph, i: int, v: str, uniform: bool = False) -> list[st
             f"{a}_d2 = {a}_d2 + {a}_d * {a}_d",
         ]
     assert n.op == Op.SOFTMAX_STATS
+    if group > 1:
+        x, new, ref = f"{a}_x", f"{a}_new", f"{a}_ref"
+        return lines + [
+            f'{x} = tl.reshape(tl.broadcast_to(tl.where(mask, {v}, float("-inf")), [XBLOCK, RBLOCK]), '
+            f"[XBLOCK, RBLOCK // {group}, {group}])",
+            f"{new} = _maximum({a}_m, tl.reduce({x}, 2, _maximum))",
+            f'{ref} = tl.where({new} == float("-inf"), 0.0, {new})  # groups without a value yet: exps of 0',
+            f"{a}_s = {a}_s * _exp_minus({a}_m, {ref}) + tl.sum(_exp_minus({x}, {ref}[:, :, None]), 2)",
+            f"{a}_m = {new}",
+        ]
     # online softmax with one exp per element: of the two exps against the new max, one is e^0
     return lines + [
         f'{a}_x = tl.where(mask, {v}, float("-inf"))',
