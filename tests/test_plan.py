@@ -43,6 +43,21 @@ def test_column_sum_is_outer():
     assert c.features.score_x > 0 and c.features.r_coalesce_ratio < 1
 
 
+@pytest.mark.parametrize(
+    ("m", "n", "splits"), [(13107, 5120, {64: {4, 8}, 32: {2, 4}}), (65536, 1024, {64: {32, 64}, 32: {16, 32}})]
+)
+def test_each_column_tile_is_split_for_its_own_programs(m, n, splits):
+    """5120 columns: 80 tiles of 64 (4 per SM on 132 SMs asks 6.6 slices each: 4 and 8) and 160 of 32 (3.3: 2 and
+    4). Rows of 65536 make no split-row candidates: a column's slice would be read one element per row."""
+    (c,) = planned("sum", m, n, dim=0)
+    got: dict[int, set[int]] = {}
+    for cand in c.plan.candidates:
+        assert cand.config.kind == "looped"
+        if cand.config.split > 1:
+            got.setdefault(cand.config.XBLOCK, set()).add(cand.config.split)
+    assert got == splits
+
+
 def test_short_rows_are_persistent_with_several_rows_per_program():
     (c,) = planned("rms_norm", 2048, 1024)
     assert c.plan.strategy == "persistent"

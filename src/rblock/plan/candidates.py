@@ -163,7 +163,7 @@ def _looped(f: Features, h: Heuristics, register_intensive: bool) -> list[Candid
         Hint.OUTER: [
             outer,
             Candidate(Config("looped", 32, min(16, rp2), 4), "outer, 32 rows by 16"),
-            Candidate(Config("looped", 128, min(8, rp2), 4), "outer, 128 rows by 8: 8 contiguous elements per thread"),
+            Candidate(Config("looped", 64, min(32, rp2), 4), "outer, 64 rows by 32: 16 elements per thread"),
         ],
         Hint.OUTER_TINY: [tiny],
         Hint.DEFAULT: [contiguous, outer, tiny],
@@ -171,28 +171,43 @@ def _looped(f: Features, h: Heuristics, register_intensive: bool) -> list[Candid
     return list(dict.fromkeys(by_hint[f.hint]))
 
 
+COLUMN_TILES = ((64, 8, 8), (32, 16, 4), (64, 32, 4))  # (XBLOCK, RBLOCK, warps) of a column sum's tiles
+
+
 def _split(f: Features, h: Heuristics, first: Config, sm_count: int) -> list[Candidate]:
-    """Split candidates when the kernel would leave SMs idle: few rows, or few blocks of columns."""
+    """Split candidates when the kernel would leave SMs idle: few rows, or few blocks of columns (each column tile
+    split for its own number of programs)."""
+    if not f.splittable:
+        return []
+    if f.hint in (Hint.OUTER, Hint.OUTER_TINY):
+        out = []
+        for x, r, w in COLUMN_TILES:
+            programs = -(-max(f.xnumel, 1) // x)
+            if programs < h.split_outer_programs_per_sm * sm_count:
+                below = 2 ** math.floor(math.log2(h.split_outer_programs_per_sm * sm_count / programs))
+                for wanted in (below, 2 * below):  # the powers of two around the aim: the tuner measures which pays
+                    out += _split_as(f, programs, _chunks(f, h, wanted), sm_count, [(x, r, w)])
+        return out
     programs = -(-max(f.xnumel, 1) // first.XBLOCK)
-    columns = f.hint in (Hint.OUTER, Hint.OUTER_TINY)
-    below = h.split_outer_programs_per_sm if columns else h.split_below_sm_fraction
-    if not f.splittable or programs >= below * sm_count:
+    if programs >= h.split_below_sm_fraction * sm_count:
         return []
-    wanted = -(-h.split_programs_per_sm * sm_count // programs)
-    chunks = split_chunks(f.rnumel, min(wanted, f.rnumel // max(h.split_min_chunk, 1)), f.unevenly_splittable)
-    if chunks < 2:
-        return []
-    per_chunk = -(-f.rnumel // chunks)
+    chunks = _chunks(f, h, -(-h.split_programs_per_sm * sm_count // programs))
+    r = min(next_pow2(-(-f.rnumel // chunks)), h.max_r0_block)
+    shapes = [(1, r, warps_for(h, r)), (1, max(r // 2, 1), warps_for(h, r // 2))]
+    return _split_as(f, programs, chunks, sm_count, shapes)
+
+
+def _chunks(f: Features, h: Heuristics, wanted: int) -> int:
+    return split_chunks(f.rnumel, min(wanted, f.rnumel // max(h.split_min_chunk, 1)), f.unevenly_splittable)
+
+
+def _split_as(f: Features, programs: int, chunks: int, sm_count: int, shapes: list) -> list[Candidate]:
+    """`shapes` ((XBLOCK, RBLOCK, warps) each) split into `chunks` slices per row, none if fewer than 2."""
     why = (
-        f"{programs} program(s) for {sm_count} SMs: {chunks} slices of {per_chunk} per row, then a combine kernel "
-        "(and one writing full-size outputs slice by slice)"
+        f"{programs} program(s) for {sm_count} SMs: {chunks} slices of {-(-f.rnumel // chunks)} per row, then a "
+        "combine kernel (and one writing full-size outputs slice by slice)"
     )
-    if columns:
-        shapes = [(64, 8, 8), (32, 16, 4), (128, 8, 4)]
-    else:
-        r = min(next_pow2(per_chunk), h.max_r0_block)
-        shapes = [(1, r, warps_for(h, r)), (1, max(r // 2, 1), warps_for(h, r // 2))]
-    return [Candidate(Config("looped", x, r, w, split=chunks), why) for x, r, w in shapes]
+    return [Candidate(Config("looped", x, r, w, split=chunks), why) for x, r, w in shapes] if chunks >= 2 else []
 
 
 def _unrolled(f: Features, h: Heuristics, cands: list[Candidate], sm_count: int) -> list[Candidate]:
@@ -273,8 +288,9 @@ def _whole_rows(f: Features, h: Heuristics, sm_count: int) -> list[Candidate]:
 
 
 def _split_row(f: Features, h: Heuristics, sm_count: int) -> list[Candidate]:
-    """Rows too long for one program: a slice per program, each of the slice sizes the heuristics allow."""
-    if not f.row_splittable or f.rnumel <= h.split_row_min_rnumel:
+    """Rows too long for one program: a slice per program, each of the slice sizes the heuristics allow. Not for
+    column reductions, whose slices would be read one element per row."""
+    if not f.row_splittable or f.rnumel <= h.split_row_min_rnumel or f.hint in (Hint.OUTER, Hint.OUTER_TINY):
         return []
     out = []
     rblock = h.split_row_max_slice

@@ -138,12 +138,14 @@ class Heuristics:
     """A split aims at this many programs per SM."""
 
     split_outer_programs_per_sm: float = 4.0
-    """Column reductions (r not contiguous) are also split when their programs would be fewer than this many per
-    SM. Sum over dim 0 on the H200 (trials, `benchmarks/results/trials_run7.json`): (13107, 5120) split 4 ways into
-    640 programs took 50 us against 122 us for its 160 programs unsplit; (5461, 12288), unsplit at 192 programs
-    (1.5 per SM), took 61 us where (2730, 24576) with 384 took 43; split 2 ways by this rule, 47.4 us
-    (`rblock bench`). Forced finer splits did better still at some shapes (trials_run8.json: 44.7 us at 12288 with 64
-    columns split 4 ways), none at every shape."""
+    """Column reductions (r not contiguous) are also split when a column tile's programs would be fewer than this
+    many per SM, each tile in the two powers of two around this many programs per SM. Sum over dim 0 on the H200
+    (trials, `benchmarks/results/trials_run7.json`): (13107, 5120) split 4 ways into 640 programs took 50 us against
+    122 us for its 160 programs unsplit; (5461, 12288), unsplit at 192 programs (1.5 per SM), took 61 us where (2730,
+    24576) with 384 took 43. On an H100 (`benchmarks/results/runs_2026-12-13/d0_tiles/`), every tile of 32 to 64
+    columns split 1 to 16 ways, forced: the fastest form at 3000 to 12288 columns had 3.9 to 5.8 programs per SM,
+    above the aim at 5120 and 6144 (80 and 96 tiles of 64 columns, split 8 ways: 4-6% faster than 4 ways), below
+    it at 4096 (64 tiles, split 8 ways: 2% faster than 16)."""
 
     split_min_chunk: int = 1024
     """Each slice of a split row keeps at least this many elements."""
