@@ -6,12 +6,14 @@ import pytest
 import torch
 
 import rblock
+from conftest import check_against_torch
 from rblock.analysis import analyze
 from rblock.compiler import recording
 from rblock.ir.passes import dead_code, simplify_dims
 from rblock.ir.split import can_split, split, split_chunks
 from rblock.ir.verify import verify
 from rblock.plan import DEFAULT, plan
+from rblock.plan.candidates import next_pow2
 from rblock.trace import trace
 
 
@@ -67,7 +69,7 @@ def test_what_cannot_be_split():
     assert not can_split(graph_of(lambda x: torch.argmax(x, -1), torch.randn(2, 64)))
     x = torch.randn(2, 64)
     assert not can_split(graph_of(lambda x: (x - x.mean(-1, keepdim=True)).abs().sum(-1), x))  # two levels
-    assert split_chunks(4096, 100) == 64 and split_chunks(50257, 64) == 1 and split_chunks(3000, 64) == 8
+    assert split_chunks(4096, 100) == 64 and split_chunks(50257, 64) == 64 and split_chunks(3, 64) == 2
 
 
 def test_planner_splits_few_rows_and_column_sums():
@@ -133,17 +135,37 @@ def test_uneven_slices_mask_the_short_last_one(name, fn, shape, chunks):
 
 def test_uneven_slices_are_never_empty():
     # 5 in 4 slices of 2 would leave the last one empty; 8 in 4 does not
-    assert split_chunks(5, 4, uneven=True) == 2 and split_chunks(7, 4, uneven=True) == 4
+    assert split_chunks(5, 4) == 2 and split_chunks(7, 4) == 4
     with rblock.settings(config=rblock.Config("looped", 1, 128, 4, split=4)):
         with pytest.raises(rblock.InvalidArgument, match="none of them empty"):
             rblock.compile(lambda x: x.amax(-1), name="amax_empty_slice")(torch.randn(3, 5))
 
 
-def test_welford_is_split_only_into_equal_slices():
-    assert split_chunks(22369, 64, uneven=True) == 64 and split_chunks(22369, 64) == 1
-    with rblock.settings(config=rblock.Config("looped", 1, 128, 4, split=4)):
-        with pytest.raises(rblock.InvalidArgument, match="splits"):
-            rblock.compile(lambda x: torch.var(x, 0), name="var_odd")(torch.randn(3001, 4))
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+@pytest.mark.parametrize(("shape", "dim", "chunks"), [((3001, 7), 0, 16), ((3, 2501), -1, 4), ((1001, 5), 0, 2)])
+@pytest.mark.parametrize("single", [False, True])
+def test_mean_variance_in_uneven_slices(shape, dim, chunks, single, dtype, make):
+    """The short last slice's mean and M2 count its own elements, and the combine weighs it by them: var, std and
+    mean against float64. The short slice's elements lie 40 standard deviations above the rest, so that a wrong
+    count or weight shows in the mean and in M2. Single passes hold each slice in one tile."""
+    x = make(*shape)
+    short = shape[dim] - (chunks - 1) * -(-shape[dim] // chunks)
+    x.narrow(dim, shape[dim] - short, short).add_(40.0)
+    x = x.to(dtype)
+    per = -(-shape[0 if dim == 0 else 1] // chunks)
+    cfg = rblock.Config("persistent" if single else "looped", 1, next_pow2(per) if single else 128, 4, split=chunks)
+    var, std_mean = (lambda x: torch.var(x, dim)), (lambda x: (torch.std(x, dim), torch.mean(x, dim)))
+    with rblock.settings(config=cfg), recording() as log:
+        check_against_torch(rblock.compile(var, name="var_uneven"), var, [x])
+        check_against_torch(rblock.compile(std_mean, name="std_mean_uneven"), std_mean, [x])
+    assert len(log) == 2 and all(len(c.program.stages) == 2 for c in log)
+
+
+def test_planner_splits_column_variances_of_any_row_count():
+    """22369 rows split unevenly; no single pass of one column per program (a sector read per element)."""
+    cols = plan(analyze(graph_of(lambda x: torch.var(x, 0), torch.randn(22369, 3000)), DEFAULT), DEFAULT)
+    assert any(c.config.split > 1 for c in cols.candidates)
+    assert all(c.config.XBLOCK >= 32 for c in cols.candidates)
 
 
 def test_planner_splits_column_sums_of_any_row_count():

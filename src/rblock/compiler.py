@@ -27,7 +27,7 @@ from rblock.errors import CompileFailed, InvalidArgument
 from rblock.ir import KernelGraph, query
 from rblock.ir.passes import dead_code, reciprocal_row_divisors, simplify_dims
 from rblock.ir.query import can_split_row, misaligned_walk
-from rblock.ir.split import can_split, no_empty_slice, split, uneven_ok
+from rblock.ir.split import can_split, no_empty_slice, split
 from rblock.ir.verify import verify
 from rblock.plan import DEFAULT, Config, Heuristics, Plan, plan
 from rblock.plan.candidates import next_pow2
@@ -111,15 +111,13 @@ def build(name: str, fn, args: tuple, kwargs: dict, s: settings_mod.Settings, h:
                     "possible (one level of sum/max/min/mean-variance/softmax reductions, and every program "
                     "holding part of the row)",
                 )
-        elif cfg.split > 1 and not (
-            can_split(g) and (g.rnumel % cfg.split == 0 or uneven_ok(g)) and no_empty_slice(g.rnumel, cfg.split)
-        ):
+        elif cfg.split > 1 and not (can_split(g) and no_empty_slice(g.rnumel, cfg.split)):
             raise InvalidArgument(
                 "settings",
                 "config",
                 f"splits {name}'s rows of {g.rnumel} in {cfg.split}: not possible (one level of sum, max, min, "
-                "mean-variance or softmax reductions and no gathers; slices of equal length, or for all but "
-                "mean-variance a shorter last one, none of them empty)",
+                "mean-variance or softmax reductions and no gathers; slices of equal length but a shorter last one, "
+                "none of them empty)",
             )
         walk = misaligned_walk(g) if cfg.align else None
         span = -(-g.rnumel // cfg.split) + (walk[1] - 1 if walk else 0)  # a walk starts up to a vector early

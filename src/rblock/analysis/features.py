@@ -9,7 +9,7 @@ from enum import Enum
 from rblock.ir import KernelGraph, Op, Rank
 from rblock.ir.nodes import REDUCE_OPS, Access
 from rblock.ir.query import can_split_row, loads_in_pass, looped_passes, misaligned_walk
-from rblock.ir.split import can_split, uneven_ok
+from rblock.ir.split import can_split
 
 
 class Hint(Enum):
@@ -42,7 +42,6 @@ class Features:
     # prefetching program holds (this row's and the next's; a weight's once)
     is_2d: bool  # both more than one row and more than one element per row
     splittable: bool  # the reductions can be split over row slices and combined by a second kernel
-    unevenly_splittable: bool  # ... also into slices of unequal length (a masked tail)
     row_splittable: bool  # programs holding slices of a row can finish it from each other's partial results
     misaligned_vector: int  # a full-size input's rows start off 16-byte boundaries: its elements per vector (else 0)
     gathers: bool  # a per-row value is read at a loaded position (a class's logit): two dependent loads per row
@@ -127,7 +126,6 @@ def analyze(g: KernelGraph, heuristics) -> Features:
         ),
         is_2d=g.xnumel > 1 and g.rnumel > 1,
         splittable=can_split(g),
-        unevenly_splittable=can_split(g) and uneven_ok(g),
         row_splittable=can_split_row(g),
         misaligned_vector=(misaligned_walk(g) or (0, 0))[1],
         gathers=any(n.op == Op.GATHER for n in g.nodes),

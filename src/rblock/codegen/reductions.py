@@ -156,6 +156,12 @@ def stats_group(g: KernelGraph, i: int, cfg: Config, aligned: bool) -> int:
     return group if group >= 2 else 1
 
 
+def slice_count(g: KernelGraph) -> str:
+    """The elements each row of a kernel reduces: rnumel, but the short last slice of a row split unevenly (rows of
+    r_extent elements, x dim 0 the slice) holds what is left of its row."""
+    return f"tl.minimum(rnumel, {g.r_extent} - x0 * rnumel).to(tl.float32)" if g.r_extent else "rnumel"
+
+
 def acc_init(g: KernelGraph, i: int, group: int = 1) -> list[str]:
     """Looped: the [XBLOCK, RBLOCK] accumulators of reduction i ([XBLOCK, RBLOCK // group]: grouped statistics)."""
     op, src = g.nodes[i].op, g.nodes[g.nodes[i].args[0]]
@@ -249,7 +255,7 @@ def acc_finish(g: KernelGraph, i: int) -> list[str]:
         # spread keeps it exactly); then, about the mean from that sum, the lanes' weighted deviations (the sum's
         # error, corrected) and their squares: M2 = sum(M2_i + n_i * dev_i^2), exact for any counts. Lanes without
         # elements take no part. Only each lane's mean and count stay live across the first exchange
-        has, lmean, rough = f"{t}_has", f"{t}_lmean", f"{t}_rough"
+        has, lmean, rough, cnt = f"{t}_has", f"{t}_lmean", f"{t}_rough", slice_count(g)
         return [
             f"{has} = {a}_n > 0.0",
             f"{t}_inv = 1.0 / tl.maximum({a}_n, 1.0)",
@@ -259,12 +265,12 @@ def acc_finish(g: KernelGraph, i: int) -> list[str]:
             f'{t}_hi = tl.where({has}, {lmean}, float("-inf"))',
             f'{t}_lo = tl.where({has}, {lmean}, float("inf"))',
             f"{t}_sum, {t}_hi, {t}_lo, {t}_m2 = tl.reduce(({t}_lsum, {t}_hi, {t}_lo, {t}_lm2), 1, _add_max_min_add)",
-            f"{rough} = tl.where({t}_hi == {t}_lo, {t}_hi, {t}_sum / rnumel)[:, None]",
+            f"{rough} = tl.where(({t}_hi == {t}_lo)[:, None], {t}_hi[:, None], {t}_sum[:, None] / {cnt})",
             f"{t}_dev = tl.where({has}, {lmean} - {rough}, 0.0)",
             f"{t}_c, {t}_dev2 = tl.reduce(({a}_n * {t}_dev, {a}_n * {t}_dev * {t}_dev), 1, _add2)",
-            f"{t}_c = {t}_c[:, None] / rnumel  # the rough mean's error",
+            f"{t}_c = {t}_c[:, None] / {cnt}  # the rough mean's error",
             f"{t}_0 = {rough} + {t}_c",
-            f"{t}_1 = tl.maximum(({t}_m2 + {t}_dev2)[:, None] - {t}_c * {t}_c * rnumel, 0.0)",
+            f"{t}_1 = tl.maximum(({t}_m2 + {t}_dev2)[:, None] - {t}_c * {t}_c * {cnt}, 0.0)",
         ]
     return [
         f"{t}_max = tl.reduce({a}_m, 1, _maximum)[:, None]",
@@ -280,13 +286,15 @@ def single_pass(
     masks: list[str | None],
     rindexes: list[str],
     again: Again,
-    count: str = "rnumel",
+    count: str = "",
 ) -> list[str]:
     """Single pass: reduce the per-tile values `vs` (masked by `masks`; None: the tile needs no mask) along r. The
     tiles are combined element by element first, so a row of several tiles costs one exchange between threads, like
     a row of one. Two-step reductions get their operand once more from `again` (recomputed after the first step, or
-    the same names). Mean-variance divides by `count`, the elements reduced (a split row's slice: fewer)."""
+    the same names). Mean-variance divides by `count`, the elements reduced (a split row's slice: fewer; default
+    `slice_count`)."""
     n = g.nodes[i]
+    count = count or slice_count(g)
     zero = "0.0" if g.nodes[n.args[0]].dtype.is_float else "0"
     t = f"tmp{i}"
     op = n.op

@@ -6,8 +6,8 @@ reduction's partial result to a workspace; stage 2 reads the partials as rows of
 combines them, and runs everything that came after the reductions. The input is read once, plus
 `chunks` floats per row and reduction. A kernel that also writes full-size outputs (a norm, a softmax) gets a
 stage 3: stage 2 stores each row's combined results, and stage 3 walks the slices again to write those outputs,
-reading the input a second time, as a looped kernel does. Slices are equal, except for sums, maxima, minima and
-softmax statistics, where the last may be short (a masked tail): the mean/M2 combine of Welford assumes equal slices.
+reading the input a second time, as a looped kernel does. Slices are equal but for the last, which may be short (a
+masked tail): the mean/M2 combine of Welford weighs it by its own count.
 """
 
 from __future__ import annotations
@@ -45,16 +45,10 @@ def can_split(g: KernelGraph) -> bool:
     )
 
 
-def uneven_ok(g: KernelGraph) -> bool:
-    """Whether the slices of a split may differ in length (no Welford, whose combine weighs slices equally)."""
-    return all(g.nodes[r].op != Op.WELFORD for r in reduction_levels(g))
-
-
-def split_chunks(rnumel: int, wanted: int, uneven: bool = False) -> int:
-    """The largest power of two <= wanted that divides rnumel (1 if none but 1 does); with `uneven`, the largest
-    power of two <= wanted that leaves no slice empty."""
+def split_chunks(rnumel: int, wanted: int) -> int:
+    """The largest power of two <= wanted that leaves no slice empty."""
     c = 1
-    while c * 2 <= wanted and (rnumel % (c * 2) == 0 or (uneven and no_empty_slice(rnumel, c * 2))):
+    while c * 2 <= wanted and no_empty_slice(rnumel, c * 2):
         c *= 2
     return c
 
@@ -70,7 +64,6 @@ def _contiguous(sizes: tuple[int, ...]) -> tuple[int, ...]:
 
 def split(g: KernelGraph, chunks: int) -> SplitKernels:
     assert can_split(g) and chunks > 1 and no_empty_slice(g.rnumel, chunks), (g.name, chunks)
-    assert g.rnumel % chunks == 0 or uneven_ok(g), (g.name, chunks)
     per_chunk = -(-g.rnumel // chunks)
     n_in = len(g.inputs)
     reductions = sorted(reduction_levels(g))
@@ -141,6 +134,9 @@ def split(g: KernelGraph, chunks: int) -> SplitKernels:
         acc = Access(n_in + slot[(r, k)], 0, x_part[1:], (x_part[0],))
         return add(Node(Op.LOAD, (), partials[slot[(r, k)]].dtype, Rank.FULL, acc))
 
+    def last_part(r: int, k: int) -> Access:  # the row's last slice's partial result
+        return Access(n_in + slot[(r, k)], (chunks - 1) * x_part[0], x_part[1:], (0,))
+
     def const(value: float) -> int:
         return add(Node(Op.CONST, (), DType.F32, Rank.SCALAR, value))
 
@@ -148,15 +144,27 @@ def split(g: KernelGraph, chunks: int) -> SplitKernels:
     for r in reductions:
         op = g.nodes[r].op
         if op == Op.WELFORD:
-            # equal-sized chunks: mean = mean of means; m2 = sum of m2 + per_chunk * sum((mean_c - mean)^2)
+            # slices of n_c = per_chunk elements but the last, `short` fewer: mean = sum(n_c * mean_c) / rnumel,
+            # m2 = sum(m2_c) + sum(n_c * (mean_c - mean)^2), the last slice's terms taken `short` times less
             means, m2s = load_part(r, 0), load_part(r, 1)
+            short = chunks * per_chunk - g.rnumel
             total = add(Node(Op.SUM, (means,), DType.F32, Rank.ROW))
-            mean = add(Node(Op.DIV, (total, const(float(chunks))), DType.F32, Rank.ROW))
+            weighted = add(Node(Op.MUL, (total, const(float(per_chunk))), DType.F32, Rank.ROW))
+            if short:
+                last = add(Node(Op.LOAD, (), DType.F32, Rank.ROW, last_part(r, 0)))
+                less = add(Node(Op.MUL, (last, const(float(short))), DType.F32, Rank.ROW))
+                weighted = add(Node(Op.SUB, (weighted, less), DType.F32, Rank.ROW))
+            mean = add(Node(Op.DIV, (weighted, const(float(g.rnumel))), DType.F32, Rank.ROW))
             dev = add(Node(Op.SUB, (means, mean), DType.F32, Rank.FULL))
             spread = add(Node(Op.SUM, (add(Node(Op.MUL, (dev, dev), DType.F32, Rank.FULL)),), DType.F32, Rank.ROW))
+            spread = add(Node(Op.MUL, (spread, const(float(per_chunk))), DType.F32, Rank.ROW))
+            if short:
+                off = add(Node(Op.SUB, (last, mean), DType.F32, Rank.ROW))
+                off2 = add(Node(Op.MUL, (off, off), DType.F32, Rank.ROW))
+                less = add(Node(Op.MUL, (off2, const(float(short))), DType.F32, Rank.ROW))
+                spread = add(Node(Op.SUB, (spread, less), DType.F32, Rank.ROW))
             within = add(Node(Op.SUM, (m2s,), DType.F32, Rank.ROW))
-            scaled = add(Node(Op.MUL, (spread, const(float(per_chunk))), DType.F32, Rank.ROW))
-            combined[r] = (mean, add(Node(Op.ADD, (within, scaled), DType.F32, Rank.ROW)))
+            combined[r] = (mean, add(Node(Op.ADD, (within, spread), DType.F32, Rank.ROW)))
         elif op == Op.SOFTMAX_STATS:
             # each slice's (max, sum of e^(v - max)), its max 0 when it holds -inf alone (its sum then 0: any other
             # slice holds e^0 = 1); the row's: the largest max, the sums scaled to it

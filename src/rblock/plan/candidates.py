@@ -198,7 +198,7 @@ def _split(f: Features, h: Heuristics, first: Config, sm_count: int) -> list[Can
 
 
 def _chunks(f: Features, h: Heuristics, wanted: int) -> int:
-    return split_chunks(f.rnumel, min(wanted, f.rnumel // max(h.split_min_chunk, 1)), f.unevenly_splittable)
+    return split_chunks(f.rnumel, min(wanted, f.rnumel // max(h.split_min_chunk, 1)))
 
 
 def _split_as(f: Features, programs: int, chunks: int, sm_count: int, shapes: list) -> list[Candidate]:
@@ -317,6 +317,12 @@ def _split_row(f: Features, h: Heuristics, sm_count: int) -> list[Candidate]:
     return out
 
 
+def _narrow_columns(f: Features, xblock: int) -> bool:
+    """A column reduction's tile of `xblock` columns reads less than a 32-byte sector of each row it spans."""
+    elem_bytes = f.persistent_read_bytes / max(f.xnumel * f.rnumel, 1)
+    return f.hint in (Hint.OUTER, Hint.OUTER_TINY) and xblock * elem_bytes < 32
+
+
 def _unique(cands: list[Candidate]) -> tuple[Candidate, ...]:
     """Each config once, with the first reason given for it (rows of one element make some forms coincide)."""
     first: dict[Config, Candidate] = {}
@@ -369,7 +375,7 @@ def plan(f: Features, h: Heuristics, strategy: str = "auto", sm_count: int = 132
                     f"of {rblock // 2} per pass, {base} warps",
                 )
             )
-    elif f.online_reductions and f.rnumel <= h.online_single_pass_max_rnumel:
+    elif f.online_reductions and f.rnumel <= h.online_single_pass_max_rnumel and not _narrow_columns(f, xblock):
         why = "one pass: looped, the online reduction costs more per element"
         cands += _single_pass(f, h, "persistent", xblock, why, fewer_warps=True)
     cands += _prefetching(f, h, cands, sm_count)
