@@ -476,6 +476,15 @@ def test_looped_softmax_statistics_in_groups_of_a_threads_elements(name, dtype, 
     assert any(f"[XBLOCK, RBLOCK // {8 if dtype == torch.bfloat16 else 4}, " in s for s in sources)
 
 
+def test_column_softmax_statistics_keep_one_running_max_per_element(make):
+    """Over dim 0 a thread's contiguous elements lie in one row of the input, each in another column's statistics:
+    no groups."""
+    x = make(300, 64)
+    with recording() as log, rblock.settings(config=rblock.Config("looped", 2, 64, 2)):
+        check_against_torch(lambda x: rblock.logsumexp(x, 0), lambda x: torch.logsumexp(x, 0), [x])
+    assert "RBLOCK // " not in log[0].program.stages[0].spec.source
+
+
 def test_layer_norm_of_a_constant_row_is_the_bias(strategy):
     x = torch.full((3, 100), 7.0)
     b = torch.linspace(-1, 1, 100)

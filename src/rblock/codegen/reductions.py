@@ -146,13 +146,16 @@ def split_row_combine(g: KernelGraph, i: int, ws: list[int], parts: int, spins: 
 def stats_group(g: KernelGraph, i: int, cfg: Config, aligned: bool) -> int:
     """Looped softmax statistics: how many of a thread's contiguous elements of a chunk share one running max
     (`acc_update`), so that a new max costs one rescale per group, not per element. A thread's elements are
-    contiguous by whole 16-byte vectors of the narrowest load feeding the statistics, when rows start on vector
-    boundaries (or are walked from them); 1 otherwise."""
+    contiguous by whole 16-byte vectors of the narrowest load feeding the statistics, when every such load is
+    contiguous along the row and rows start on vector boundaries (or are walked from them); 1 otherwise (a column
+    softmax's vectors run across its rows)."""
     if g.nodes[i].op != Op.SOFTMAX_STATS or not (aligned or misaligned_walk(g) is None):
         return 1
     loads = [g.nodes[j] for j in (*full_cone(g, i), i) if g.nodes[j].op == Op.LOAD and g.nodes[j].rank == Rank.FULL]
+    if not loads or any(n.attr.r_strides != (1,) for n in loads):
+        return 1
     per_thread = cfg.XBLOCK * cfg.RBLOCK // (32 * cfg.num_warps)
-    group = min([VECTOR_BYTES // n.dtype.itemsize for n in loads] + [per_thread]) if loads else 1
+    group = min([VECTOR_BYTES // n.dtype.itemsize for n in loads] + [per_thread])
     return group if group >= 2 else 1
 
 
