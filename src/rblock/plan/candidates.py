@@ -124,6 +124,14 @@ def exact_tiles(rnumel: int, h: Heuristics) -> tuple[int, int] | None:
     return None
 
 
+COLUMN_TILES = ((64, 8, 8), (32, 16, 4), (64, 32, 4))  # (XBLOCK, RBLOCK, warps) of a column reduction's tiles
+
+
+def _elem_bytes(f: Features) -> float:
+    """Bytes per element of the full-size inputs, on average."""
+    return f.persistent_read_bytes / max(f.xnumel * f.rnumel, 1)
+
+
 def _looped(f: Features, h: Heuristics, register_intensive: bool) -> list[Candidate]:
     max_r = h.max_r0_block_register_intensive if register_intensive else h.max_r0_block
     rp2 = next_pow2(max(f.rnumel, 1))
@@ -138,7 +146,10 @@ def _looped(f: Features, h: Heuristics, register_intensive: bool) -> list[Candid
         Config("looped", contiguous_x, max(contiguous_r // 2, 1), warps_for(h, contiguous_x * contiguous_r // 2)),
         f"contiguous, smaller chunks of {max(contiguous_r // 2, 1)}: more programs in flight",
     )
-    outer = Candidate(Config("looped", 64, min(8, rp2), 8), "outer: 64 rows per program read across rows, 8 at a time")
+    columns = [
+        Candidate(Config("looped", x, min(r, rp2), w), f"outer: {x} columns per program, read {r} rows at a time")
+        for x, r, w in COLUMN_TILES
+    ]
     tiny_x = 2 * (256 // f.rnumel) if 0 < f.rnumel <= 256 else 1
     tiny_x = min(next_pow2(tiny_x), 1024)
     tiny_r = min(rp2, max_r)
@@ -160,18 +171,11 @@ def _looped(f: Features, h: Heuristics, register_intensive: bool) -> list[Candid
     split_served = f.row_splittable and f.rnumel > h.split_row_min_rnumel and not f.gathers
     by_hint = {
         Hint.INNER: long_rows if split_served and long_rows else [contiguous, wider, *long_rows],
-        Hint.OUTER: [
-            outer,
-            Candidate(Config("looped", 32, min(16, rp2), 4), "outer, 32 rows by 16"),
-            Candidate(Config("looped", 64, min(32, rp2), 4), "outer, 64 rows by 32: 16 elements per thread"),
-        ],
+        Hint.OUTER: columns,
         Hint.OUTER_TINY: [tiny],
-        Hint.DEFAULT: [contiguous, outer, tiny],
+        Hint.DEFAULT: [contiguous, columns[0], tiny],
     }
     return list(dict.fromkeys(by_hint[f.hint]))
-
-
-COLUMN_TILES = ((64, 8, 8), (32, 16, 4), (64, 32, 4))  # (XBLOCK, RBLOCK, warps) of a column sum's tiles
 
 
 def _split(f: Features, h: Heuristics, first: Config, sm_count: int) -> list[Candidate]:
@@ -213,7 +217,7 @@ def _split_as(f: Features, programs: int, chunks: int, sm_count: int, shapes: li
 def _unrolled(f: Features, h: Heuristics, cands: list[Candidate], sm_count: int) -> list[Candidate]:
     """Looped candidates whose resident programs load too few bytes per loop trip to cover the memory latency,
     again with the chunk loop unrolled so that several chunks' loads are in flight."""
-    elem_bytes = f.persistent_read_bytes / max(f.xnumel * f.rnumel, 1)
+    elem_bytes = _elem_bytes(f)
     out = []
     for c in cands:
         cfg = c.config
@@ -319,8 +323,7 @@ def _split_row(f: Features, h: Heuristics, sm_count: int) -> list[Candidate]:
 
 def _narrow_columns(f: Features, xblock: int) -> bool:
     """A column reduction's tile of `xblock` columns reads less than a 32-byte sector of each row it spans."""
-    elem_bytes = f.persistent_read_bytes / max(f.xnumel * f.rnumel, 1)
-    return f.hint in (Hint.OUTER, Hint.OUTER_TINY) and xblock * elem_bytes < 32
+    return f.hint in (Hint.OUTER, Hint.OUTER_TINY) and xblock * _elem_bytes(f) < 32
 
 
 def _unique(cands: list[Candidate]) -> tuple[Candidate, ...]:
