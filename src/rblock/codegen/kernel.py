@@ -7,11 +7,13 @@ recomputed from them after each reduction. Looped: one `for r0_offset` loop per 
 level (a reduction whose input needs another reduction's result waits for that one's loop), accumulating in
 [XBLOCK, RBLOCK] registers, then a last loop for full-size outputs that re-loads what it needs.
 
-Bodies whose programs loop over rows (split rows, single passes with `prefetch`) are in `row_loop.py`.
+Bodies whose programs loop over rows (split rows, single passes with `prefetch`) are in `row_loop.py`, the looped
+bodies' chunk loops in `chunk_loop.py`.
 """
 
 from __future__ import annotations
 
+from rblock.codegen.chunk_loop import ChunkLoop
 from rblock.codegen.emit import (
     HELPERS,
     PDL_PROLOGUE,
@@ -28,15 +30,7 @@ from rblock.codegen.emit import (
     pointwise,
     shifted_exp,
 )
-from rblock.codegen.reductions import (
-    acc_finish,
-    acc_init,
-    acc_update,
-    exchanges_words,
-    single_pass,
-    slice_exps_rescaled,
-    stats_group,
-)
+from rblock.codegen.reductions import exchanges_words, single_pass, slice_exps_rescaled
 from rblock.codegen.row_loop import RowLoop, exchange_args
 from rblock.codegen.spec import KernelSpec, Phase
 from rblock.codegen.totals import Totals
@@ -116,7 +110,7 @@ def _ordinal(g: KernelGraph, i: int) -> int:
     return sum(1 for b in g.buffers[:i] if b.is_output == g.buffers[i].is_output)
 
 
-class _Body(RowLoop, Totals):
+class _Body(ChunkLoop, RowLoop, Totals):
     def __init__(
         self, g: KernelGraph, config: Config, phase: Phase = "all", max_spins: int = 0, interpret: bool = False
     ) -> None:
@@ -261,35 +255,6 @@ class _Body(RowLoop, Totals):
         self.out.append(f"rmask{s} = (rindex{s} < rnumel){tail}" if tail else f"rmask{s} = rindex{s} < rnumel")
         self.out += dim_vars("r", f"rindex{s}", self.g.r_sizes, s)
         self.out.append(f"mask{s} = xmask & rmask{s}")
-
-    def _loop(self, k: int, targets: list[int]) -> None:
-        g = self.g
-        self.pass_index = k
-        for t in targets:  # per-row inputs of this pass come from earlier passes: define them up front
-            for dep in query.full_cone(g, t):
-                if g.nodes[dep].rank != Rank.FULL and g.nodes[dep].op not in REDUCE_OPS:
-                    self.emit(dep)
-        reductions = [t for t in targets if g.nodes[t].op in REDUCE_OPS]
-        self.out.append(f"# pass {k + 1}: {', '.join(f'%{t}' for t in targets)}")
-        uniform = self.walk is None  # a walk's first chunk masks the lanes before each row's start
-        groups = {r: stats_group(g, r, self.cfg, aligned=not uniform) for r in reductions}
-        self.out += [line for r in reductions for line in acc_init(g, r, groups[r])]
-        u, end = self.cfg.unroll, g.rnumel + self.vec - 1  # a walk from the boundary below covers vec - 1 more
-        unroll = f"tl.range(0, {end}, RBLOCK, loop_unroll_factor={u}):  # {u} chunks' loads in flight"
-        self.out.append(f"for r0_offset in {unroll if u > 1 else f'range(0, {end}, RBLOCK):'}")
-        saved, self.out = self.out, []
-        self.local = {}
-        self._r_header("r0_offset + rbase")
-        for t in targets:
-            if g.nodes[t].op in REDUCE_OPS:
-                self.out += acc_update(g, t, self.emit(g.nodes[t].args[0]), uniform, groups[t])
-            else:
-                self.emit(t)
-        self.out = saved + [f"    {line}" for line in self.out]
-        self.local = {}
-        for r in reductions:
-            self.out += acc_finish(g, r)
-            self.outer[(r, 0)] = f"tmp{r}"
 
     # ---- values --------------------------------------------------------------------------------------------
     def emit(self, i: int) -> str:

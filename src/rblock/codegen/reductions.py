@@ -159,14 +159,25 @@ def stats_group(g: KernelGraph, i: int, cfg: Config, aligned: bool) -> int:
     return group if group >= 2 else 1
 
 
-def slice_count(g: KernelGraph) -> str:
+def slice_count(g: KernelGraph, to_float: bool = True) -> str:
     """The elements each row of a kernel reduces: rnumel, but the short last slice of a row split unevenly (rows of
     r_extent elements, x dim 0 the slice) holds what is left of its row."""
-    return f"tl.minimum(rnumel, {g.r_extent} - x0 * rnumel).to(tl.float32)" if g.r_extent else "rnumel"
+    if not g.r_extent:
+        return "rnumel"
+    return f"tl.minimum(rnumel, {g.r_extent} - x0 * rnumel)" + (".to(tl.float32)" if to_float else "")
 
 
-def acc_init(g: KernelGraph, i: int, group: int = 1) -> list[str]:
-    """Looped: the [XBLOCK, RBLOCK] accumulators of reduction i ([XBLOCK, RBLOCK // group]: grouped statistics)."""
+def peels_first_chunk(g: KernelGraph, reductions: list[int], uniform: bool) -> bool:
+    """Looped: whether a pass's first chunk is taken before its loop, so that mean-variance sets each lane's shift
+    there, once, and the loop neither selects it nor counts the lane's elements (`acc_finish` counts them from the
+    lane's position). `uniform`: a lane masked in one chunk is masked in every later one (rows end, they do not
+    start, inside a chunk), so every lane meets its first element in the first chunk."""
+    return uniform and any(g.nodes[r].op == Op.WELFORD for r in reductions)
+
+
+def acc_init(g: KernelGraph, i: int, group: int = 1, peeled: bool = False) -> list[str]:
+    """Looped: the [XBLOCK, RBLOCK] accumulators of reduction i ([XBLOCK, RBLOCK // group]: grouped statistics;
+    `peeled`: mean-variance's shift comes from the first chunk and its count from the lanes' positions)."""
     op, src = g.nodes[i].op, g.nodes[g.nodes[i].args[0]]
     shape = "[XBLOCK, RBLOCK]" if group == 1 else f"[XBLOCK, RBLOCK // {group}]"
     ridx = "tl.int64" if g.index_bits == 64 else "tl.int32"
@@ -179,24 +190,20 @@ def acc_init(g: KernelGraph, i: int, group: int = 1) -> list[str]:
         Op.MIN: [("", high, val_t)],
         Op.ARGMAX: [("_v", low, val_t), ("_i", "0", ridx)],
         Op.ARGMIN: [("_v", high, val_t), ("_i", "0", ridx)],
-        Op.WELFORD: [
-            ("_shift", "0", "tl.float32"),
-            ("_dsum", "0", "tl.float32"),
-            ("_d2", "0", "tl.float32"),
-            ("_n", "0", "tl.float32"),
-        ],
+        Op.WELFORD: [("_dsum", "0", "tl.float32"), ("_d2", "0", "tl.float32")]
+        + ([] if peeled else [("_shift", "0", "tl.float32"), ("_n", "0", "tl.float32")]),
         Op.SOFTMAX_STATS: [("_m", 'float("-inf")', "tl.float32"), ("_s", "0", "tl.float32")],
     }[op]
     return [f"acc{i}{suffix} = tl.full({shape}, {value}, {t})" for suffix, value, t in init]
 
 
-def acc_update(g: KernelGraph, i: int, v: str, uniform: bool = False, group: int = 1) -> list[str]:
+def acc_update(g: KernelGraph, i: int, v: str, group: int = 1, peeled: bool = False, first: bool = False) -> list[str]:
     """Looped: fold one chunk (value `v`) into reduction i's accumulators. Mean-variance keeps, per lane, the sums
     of its elements' differences from the lane's first element and of their squares: a subtraction, an add and a
-    fused multiply-add per element, and no cancellation while a lane's elements lie near each other. `uniform`: a
-    lane masked in one chunk is masked in every later one (rows end, they do not start, inside a chunk), so every
-    lane meets its first element in the first chunk. Softmax statistics in `group`s (`stats_group`): each group's
-    max, then one rescale of its running sum and an exp, a multiply-add and an add per element."""
+    fused multiply-add per element, and no cancellation while a lane's elements lie near each other. `peeled`
+    (`peels_first_chunk`): the `first` chunk sets the shifts, the others fold without selecting them or counting.
+    Softmax statistics in `group`s (`stats_group`): each group's max, then one rescale of its running sum and an
+    exp, a multiply-add and an add per element."""
     n = g.nodes[i]
     a = f"acc{i}"
     zero = "0.0" if g.nodes[n.args[0]].dtype.is_float else "0"
@@ -211,12 +218,15 @@ def acc_update(g: KernelGraph, i: int, v: str, uniform: bool = False, group: int
         # masked lanes lose every tie: an aligned walk's head lanes have negative positions
         idx = "tl.broadcast_to(tl.where(mask, rindex, rnumel), [XBLOCK, RBLOCK])"
         return lines + [f"{a}_v, {a}_i = {fn}({a}_v, {a}_i, tl.where(mask, {v}, {ident}), {idx})"]
+    if n.op == Op.WELFORD and first:
+        return lines + [f"{a}_shift = {v}  # each lane's first element: its differences are 0"]
     if n.op == Op.WELFORD:
-        first = "r0_offset == 0" if uniform else f"mask & ({a}_n == 0.0)"
+        shift = [] if peeled else [f"{a}_shift = tl.where(mask & ({a}_n == 0.0), {v}, {a}_shift)  # the first"]
+        count = [] if peeled else [f"{a}_n = {a}_n + tl.where(mask, 1.0, 0.0)"]
         return lines + [
-            f"{a}_shift = tl.where({first}, {v}, {a}_shift)  # the lane's first element",
+            *shift,
             f"{a}_d = tl.where(mask, {v} - {a}_shift, 0.0)",
-            f"{a}_n = {a}_n + tl.where(mask, 1.0, 0.0)",
+            *count,
             f"{a}_dsum = {a}_dsum + {a}_d",
             f"{a}_d2 = {a}_d2 + {a}_d * {a}_d",
         ]
@@ -241,8 +251,8 @@ def acc_update(g: KernelGraph, i: int, v: str, uniform: bool = False, group: int
     ]
 
 
-def acc_finish(g: KernelGraph, i: int) -> list[str]:
-    """Looped: reduction i's result from its accumulators, after the loop."""
+def acc_finish(g: KernelGraph, i: int, peeled: bool = False) -> list[str]:
+    """Looped: reduction i's result from its accumulators, after the loop (`peeled`: see `acc_init`)."""
     n = g.nodes[i]
     a, t = f"acc{i}", f"tmp{i}"
     if n.op == Op.SUM:
@@ -259,7 +269,9 @@ def acc_finish(g: KernelGraph, i: int) -> list[str]:
         # error, corrected) and their squares: M2 = sum(M2_i + n_i * dev_i^2), exact for any counts. Lanes without
         # elements take no part. Only each lane's mean and count stay live across the first exchange
         has, lmean, rough, cnt = f"{t}_has", f"{t}_lmean", f"{t}_rough", slice_count(g)
-        return [
+        chunks = f"({slice_count(g, to_float=False)} - rbase + RBLOCK - 1) // RBLOCK"
+        counted = [f"{a}_n = ({chunks}).to(tl.float32)  # the chunks that held the lane's elements"]
+        return counted * peeled + [
             f"{has} = {a}_n > 0.0",
             f"{t}_inv = 1.0 / tl.maximum({a}_n, 1.0)",
             f"{lmean} = {a}_shift + {a}_dsum * {t}_inv",

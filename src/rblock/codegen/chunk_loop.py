@@ -1,0 +1,55 @@
+"""Looped bodies' chunk loops: one `for r0_offset` loop per pass, folding each chunk of the row into [XBLOCK,
+RBLOCK] accumulators, then the reductions' results from them.
+
+A pass with mean-variance takes its first chunk before the loop (`reductions.peels_first_chunk`): there each lane's
+first element becomes its shift, and the loop from the second chunk on only subtracts, adds and squares.
+"""
+
+from __future__ import annotations
+
+from rblock.codegen.reductions import acc_finish, acc_init, acc_update, peels_first_chunk, stats_group
+from rblock.ir import Rank, query
+from rblock.ir.nodes import REDUCE_OPS
+
+
+class ChunkLoop:
+    """Mixed into the kernel body (`codegen.kernel._Body`), whose state and emitters it uses."""
+
+    def _loop(self, k: int, targets: list[int]) -> None:
+        g = self.g
+        self.pass_index = k
+        for t in targets:  # per-row inputs of this pass come from earlier passes: define them up front
+            for dep in query.full_cone(g, t):
+                if g.nodes[dep].rank != Rank.FULL and g.nodes[dep].op not in REDUCE_OPS:
+                    self.emit(dep)
+        reductions = [t for t in targets if g.nodes[t].op in REDUCE_OPS]
+        self.out.append(f"# pass {k + 1}: {', '.join(f'%{t}' for t in targets)}")
+        uniform = self.walk is None  # a walk's first chunk masks the lanes before each row's start
+        groups = {r: stats_group(g, r, self.cfg, aligned=not uniform) for r in reductions}
+        peeled = peels_first_chunk(g, reductions, uniform)
+        self.out += [line for r in reductions for line in acc_init(g, r, groups[r], peeled)]
+        if peeled:
+            self.out.append("# the first chunk, before the loop: the lanes' shifts")
+            self._chunk("rbase", targets, groups, peeled, first=True)
+        u, end = self.cfg.unroll, g.rnumel + self.vec - 1  # a walk from the boundary below covers vec - 1 more
+        bounds = f"{'RBLOCK' if peeled else 0}, {end}, RBLOCK"
+        unroll = f"tl.range({bounds}, loop_unroll_factor={u}):  # {u} chunks' loads in flight"
+        self.out.append(f"for r0_offset in {unroll if u > 1 else f'range({bounds}):'}")
+        saved, self.out = self.out, []
+        self._chunk("r0_offset + rbase", targets, groups, peeled)
+        self.out = saved + [f"    {line}" for line in self.out]
+        self.local = {}
+        for r in reductions:
+            self.out += acc_finish(g, r, peeled)
+            self.outer[(r, 0)] = f"tmp{r}"
+
+    def _chunk(self, rindex: str, targets: list[int], groups: dict[int, int], peeled: bool, first: bool = False):
+        """One chunk of a pass: its values, folded into the accumulators."""
+        g = self.g
+        self.local = {}
+        self._r_header(rindex)
+        for t in targets:
+            if g.nodes[t].op in REDUCE_OPS:
+                self.out += acc_update(g, t, self.emit(g.nodes[t].args[0]), groups[t], peeled, first)
+            else:
+                self.emit(t)
