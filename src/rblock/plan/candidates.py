@@ -124,7 +124,10 @@ def exact_tiles(rnumel: int, h: Heuristics) -> tuple[int, int] | None:
     return None
 
 
-COLUMN_TILES = ((64, 8, 8), (32, 16, 4), (64, 32, 4))  # (XBLOCK, RBLOCK, warps) of a column reduction's tiles
+# (XBLOCK, RBLOCK, warps) of a column reduction's tiles. The tall one reads 16 KB per trip, so that few programs
+# keep enough loads in flight unsplit (max-autotune's pick): sum over dim 0 of (5461, 12288), 192 programs of it,
+# took 56.4 us against 58.4 for the others' best on an H100 (benchmarks/results/runs_2026-12-14/ab_tall/)
+COLUMN_TILES = ((64, 8, 8), (32, 16, 4), (64, 32, 4), (64, 128, 16))
 
 
 def _elem_bytes(f: Features) -> float:
