@@ -43,7 +43,9 @@ class ChunkLoop:
             self.out += acc_finish(g, r, peeled)
             self.outer[(r, 0)] = f"tmp{r}"
 
-    def _chunk(self, rindex: str, targets: list[int], groups: dict[int, int], peeled: bool, first: bool = False):
+    def _chunk(
+        self, rindex: str, targets: list[int], groups: dict[int, int], peeled: bool, first: bool = False
+    ) -> None:
         """One chunk of a pass: its values, folded into the accumulators."""
         g = self.g
         self.local = {}
