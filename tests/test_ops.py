@@ -3,6 +3,7 @@ shape, for every strategy, dtype, row length, memory layout and the special valu
 
 from __future__ import annotations
 
+import importlib
 import math
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -931,3 +932,31 @@ def test_default_strategy_matches_pytorch(name, n, make):
     """No settings: rblock picks the strategy itself."""
     op = OPS_BY_NAME[name]
     op.check(op.inputs(make, make(3, n)), None)
+
+
+def _cross_entropy_as_lse_minus_logit(x: torch.Tensor, t: torch.Tensor) -> torch.Tensor:
+    return (torch.logsumexp(x, 1) - x.gather(1, t.unsqueeze(1)).squeeze(1)).mean()
+
+
+WIDE_CASES = [
+    ("var", rblock.Config("looped", 2, 128, 4)),  # the first chunk peeled, counts from positions
+    ("var", rblock.Config("looped", 1, 128, 4, split=4)),  # uneven slices (the last is short), their combine
+    ("layer_norm", rblock.Config("looped", 2, 128, 4, unroll=2)),
+    ("softmax", rblock.Config("looped", 1, 256, 2)),  # grouped statistics, then a second pass
+    ("cross_entropy", rblock.Config("persistent", 2, 1024, 4)),  # a gather, the mean over rows in the row kernel
+    ("rms_norm", rblock.Config("split_row", 1, 256, 2, split=4)),  # programs looping over rows, exchanging
+]
+
+
+@pytest.mark.parametrize(("name", "config"), WIDE_CASES, ids=[f"{n}-{c}" for n, c in WIDE_CASES])
+def test_kernels_with_64_bit_indices(name, config, make, monkeypatch):
+    """A tensor that spans 2^31 elements or more is indexed in 64 bits, too big for the interpreter; here every
+    tensor counts as that big, so the same kernels run with 64-bit program ids, positions and counts."""
+    monkeypatch.setattr(importlib.import_module("rblock.trace.lower"), "WIDE_INDEX_SPAN", 1)
+    op = OPS_BY_NAME[name]
+    formula = _cross_entropy_as_lse_minus_logit if name == "cross_entropy" else op.torch_fn
+    fn = rblock.compile(formula, name=f"wide_{name}")
+    with recording() as log, rblock.settings(config=config):
+        check_against_torch(fn, op.torch_fn, op.inputs(make, make(6, 1001)))
+    sources = [st.spec.source for c in log for st in c.program.stages]
+    assert sources and all("tl.program_id(0).to(tl.int64)" in src for src in sources)

@@ -17,6 +17,9 @@ from rblock.trace.capture import Captured, reduction_dims
 
 aten = torch.ops.aten
 
+# a tensor whose elements span this many positions or more is indexed in 64 bits (int32 offsets would overflow)
+WIDE_INDEX_SPAN = 2**31
+
 DTYPES = {
     torch.float32: DType.F32,
     torch.float16: DType.F16,
@@ -439,6 +442,6 @@ class _Lowering:
                 else n
                 for n in nodes
             )
-        bits = 64 if max(self.spans, default=0) >= 2**31 else 32
+        bits = 64 if max(self.spans, default=0) >= WIDE_INDEX_SPAN else 32
         assert all(n.op not in MULTI_OUTPUT_OPS or n.op in REDUCE_OPS for n in nodes)
         return KernelGraph(self.fn, x_sizes, r_sizes, tuple(self.buffers), nodes, bits)
