@@ -960,3 +960,14 @@ def test_kernels_with_64_bit_indices(name, config, make, monkeypatch):
         check_against_torch(fn, op.torch_fn, op.inputs(make, make(6, 1001)))
     sources = [st.spec.source for c in log for st in c.program.stages]
     assert sources and all("tl.program_id(0).to(tl.int64)" in src for src in sources)
+
+
+@pytest.mark.parametrize("rows", [8, 7])
+def test_rows_that_fill_every_program_need_no_row_mask(rows, make):
+    """XBLOCK dividing the rows, every program's rows exist and the kernel masks no rows; otherwise the last
+    program's rows past the end are masked."""
+    op = OPS_BY_NAME["logsumexp"]
+    with recording() as log, rblock.settings(config=rblock.Config("looped", 4, 128, 4)):
+        check_against_torch(op.rblock_fn, op.torch_fn, op.inputs(make, make(rows, 1000)))
+    (src,) = [st.spec.source for c in log for st in c.program.stages]
+    assert ("xmask = tl.full([XBLOCK, 1], True, tl.int1)" in src) == (rows % 4 == 0)

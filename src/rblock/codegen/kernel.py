@@ -160,13 +160,15 @@ class _Body(ChunkLoop, RowLoop, Totals):
         g = self.g
         pid = "tl.program_id(0).to(tl.int64)" if g.index_bits == 64 else "tl.program_id(0)"
         x_contiguous = any(n.op == Op.LOAD and n.attr.x_strides[-1:] == (1,) for n in g.nodes)
+        whole_rows = g.xnumel > 0 and g.xnumel % self.cfg.XBLOCK == 0
         self.out = [
             f"rnumel = {g.rnumel}",
             # loads contiguous along x: a constant row count keeps xmask's vector width (Triton knows of an
             # argument only whether it divides by 16)
-            *([f"xnumel = {g.xnumel}"] if x_contiguous and g.xnumel % 16 else []),
+            *([f"xnumel = {g.xnumel}"] if x_contiguous and g.xnumel % 16 and not whole_rows else []),
             f"xindex = {pid} * XBLOCK + tl.arange(0, XBLOCK)[:, None]",
-            "xmask = xindex < xnumel",
+            # XBLOCK dividing the rows, every program's rows exist: no mask, and none to select by in the loops
+            "xmask = tl.full([XBLOCK, 1], True, tl.int1)" if whole_rows else "xmask = xindex < xnumel",
             *dim_vars("x", "xindex", g.x_sizes),
             f"rbase = tl.arange(0, RBLOCK)[None, :]{'.to(tl.int64)' if g.index_bits == 64 else ''}",
         ]
