@@ -15,9 +15,9 @@ import re
 from pathlib import Path
 
 import torch
-import torch._inductor.utils as inductor_utils
 import triton.testing
 
+from rblock.bench import inductor
 from rblock.bench import providers as prov
 from rblock.compiler import recording
 
@@ -48,14 +48,11 @@ def picks(cache: Path) -> list[dict]:
 def point(op: str, m: int, n: int, mode: str, cache: Path) -> dict:
     torch.manual_seed(0)
     inputs = prov.make_inputs(op, m, n, torch.bfloat16, "cuda")
-    fresh = getattr(inductor_utils, "fresh_cache", None) or inductor_utils.fresh_inductor_cache
-    torch._dynamo.reset()
     cache.mkdir(parents=True, exist_ok=True)
-    with fresh(dir=str(cache), delete=False):  # kept in a fresh folder below `cache`
+    with inductor.fresh_compile(keep_in=str(cache)):
         fn = torch.compile(prov.EAGER[op], dynamic=False, mode=mode)
         fn(*inputs)
         compiled_us = 1e3 * triton.testing.do_bench(lambda: fn(*inputs), warmup=25, rep=100, return_mode="median")
-    torch._dynamo.reset()
     (ours,), _ = prov.resolve(["rblock"])
     call = ours.build(op, inputs)
     with recording() as log:

@@ -25,14 +25,15 @@ KEY = "add_persistent_rblock"
 
 
 @contextlib.contextmanager
-def fresh_compile() -> Iterator[None]:
-    """Reset Dynamo and use an empty Inductor/Triton cache dir, so a first call compiles and configs don't leak."""
+def fresh_compile(keep_in: str | None = None) -> Iterator[None]:
+    """Reset Dynamo and use an empty Inductor/Triton cache dir, so a first call compiles and configs don't leak.
+    `keep_in`: the cache dir is made inside this existing folder and kept (its kernels and autotuned configs)."""
     import torch._inductor.utils as inductor_utils
 
     fresh = getattr(inductor_utils, "fresh_cache", None) or inductor_utils.fresh_inductor_cache
     torch._dynamo.reset()
     try:
-        with fresh():
+        with fresh(dir=keep_in, delete=keep_in is None):
             yield
     finally:
         torch._dynamo.reset()

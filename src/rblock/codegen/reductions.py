@@ -270,8 +270,8 @@ def acc_finish(g: KernelGraph, i: int, peeled: bool = False) -> list[str]:
         # elements take no part. Only each lane's mean and count stay live across the first exchange
         has, lmean, rough, cnt = f"{t}_has", f"{t}_lmean", f"{t}_rough", slice_count(g)
         chunks = f"({slice_count(g, to_float=False)} - rbase + RBLOCK - 1) // RBLOCK"
-        counted = [f"{a}_n = ({chunks}).to(tl.float32)  # the chunks that held the lane's elements"]
-        return counted * peeled + [
+        counted = [f"{a}_n = ({chunks}).to(tl.float32)  # the chunks that held the lane's elements"] if peeled else []
+        return counted + [
             f"{has} = {a}_n > 0.0",
             f"{t}_inv = 1.0 / tl.maximum({a}_n, 1.0)",
             f"{lmean} = {a}_shift + {a}_dsum * {t}_inv",
