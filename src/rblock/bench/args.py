@@ -66,7 +66,9 @@ def parser() -> argparse.ArgumentParser:
         help=f"ops {','.join(QUICK_OPS)}, N in {QUICK_NS}, providers {','.join(QUICK_PROVIDERS)}",
     )
     p.add_argument(
-        "--small-batch", action="store_true", help="also time M in 1,8,64 at N 4096,8192, plain and in a CUDA graph"
+        "--small-batch",
+        action="store_true",
+        help="also time M in 1,8,64 at N 4096,8192 back to back, plain and captured 20 calls to a CUDA graph",
     )
     p.add_argument(
         "--graphs",
