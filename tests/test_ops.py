@@ -480,6 +480,29 @@ def test_looped_softmax_statistics_in_groups_of_a_threads_elements(name, dtype, 
     assert any(f"[XBLOCK, RBLOCK // {8 if dtype == torch.bfloat16 else 4}, " in s for s in sources)
 
 
+@pytest.mark.parametrize(
+    "config", [rblock.Config("looped", 1, 128, 2, unroll=4), rblock.Config("looped", 1, 256, 1, unroll=2)]
+)
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16], ids=dtype_id)
+@pytest.mark.parametrize("name", ["logsumexp", "softmax", "cross_entropy"])
+def test_unrolled_softmax_statistics_group_a_threads_vectors_of_every_chunk(name, dtype, config, make):
+    """Unrolled, one row per program: a loop trip is one tile of `unroll` chunks, and a thread's vectors of it share
+    one running max (4 or 2 of them here, each of 2 to 8 elements). The rows as in the test above; their last trip
+    holds chunks that lie wholly past the row's end."""
+    x = make(4, 1800, dtype=dtype)
+    x[0, :512] = -math.inf
+    x[1, 901] += 40.0
+    x[1, 1795] += 80.0
+    x[2] *= 5000.0
+    op = OPS_BY_NAME[name]
+    with recording() as log, rblock.settings(config=config):
+        check_against_torch(op.rblock_fn, op.torch_fn, op.inputs(make, x))
+    (src,) = [st.spec.source for c in log for st in c.program.stages if "softmax_stats" in st.spec.source]
+    per_thread = config.RBLOCK // (32 * config.num_warps)
+    reps = config.unroll * per_thread // min(per_thread, 8 if dtype == torch.bfloat16 else 4)
+    assert f"rwide = tl.arange(0, RBLOCK * {config.unroll})" in src and f"[XBLOCK, {reps}, RBLOCK * " in src
+
+
 def test_column_softmax_statistics_keep_one_running_max_per_element(make):
     """Over dim 0 a thread's contiguous elements lie in one row of the input, each in another column's statistics:
     no groups."""

@@ -175,11 +175,14 @@ def peels_first_chunk(g: KernelGraph, reductions: list[int], uniform: bool) -> b
     return uniform and any(g.nodes[r].op == Op.WELFORD for r in reductions)
 
 
-def acc_init(g: KernelGraph, i: int, group: int = 1, peeled: bool = False) -> list[str]:
-    """Looped: the [XBLOCK, RBLOCK] accumulators of reduction i ([XBLOCK, RBLOCK // group]: grouped statistics;
-    `peeled`: mean-variance's shift comes from the first chunk and its count from the lanes' positions)."""
+def acc_init(
+    g: KernelGraph, i: int, group: int = 1, peeled: bool = False, reps: int = 1, width: str = "RBLOCK"
+) -> list[str]:
+    """Looped: the [XBLOCK, RBLOCK] accumulators of reduction i ([XBLOCK, width // (reps * group)]: grouped
+    statistics over chunks of `width`, see `acc_update`; `peeled`: mean-variance's shift comes from the first chunk
+    and its count from the lanes' positions)."""
     op, src = g.nodes[i].op, g.nodes[g.nodes[i].args[0]]
-    shape = "[XBLOCK, RBLOCK]" if group == 1 else f"[XBLOCK, RBLOCK // {group}]"
+    shape = "[XBLOCK, RBLOCK]" if group == 1 else f"[XBLOCK, {width} // {reps * group}]"
     ridx = "tl.int64" if g.index_bits == 64 else "tl.int32"
     acc_t = "tl.float32" if src.dtype.is_float else "tl.int64"  # torch sums bools and ints in int64
     val_t = "tl.float32" if src.dtype.is_float else TL_DTYPE[src.dtype] if src.dtype != DType.B1 else "tl.int32"
@@ -197,13 +200,24 @@ def acc_init(g: KernelGraph, i: int, group: int = 1, peeled: bool = False) -> li
     return [f"acc{i}{suffix} = tl.full({shape}, {value}, {t})" for suffix, value, t in init]
 
 
-def acc_update(g: KernelGraph, i: int, v: str, group: int = 1, peeled: bool = False, first: bool = False) -> list[str]:
+def acc_update(
+    g: KernelGraph,
+    i: int,
+    v: str,
+    group: int = 1,
+    peeled: bool = False,
+    first: bool = False,
+    reps: int = 1,
+    width: str = "RBLOCK",
+) -> list[str]:
     """Looped: fold one chunk (value `v`) into reduction i's accumulators. Mean-variance keeps, per lane, the sums
     of its elements' differences from the lane's first element and of their squares: a subtraction, an add and a
     fused multiply-add per element, and no cancellation while a lane's elements lie near each other. `peeled`
     (`peels_first_chunk`): the `first` chunk sets the shifts, the others fold without selecting them or counting.
     Softmax statistics in `group`s (`stats_group`): each group's max, then one rescale of its running sum and an
-    exp, a multiply-add and an add per element."""
+    exp, a multiply-add and an add per element. With `reps` > 1 a group is a thread's `reps` vectors of `group`
+    elements in a chunk of `width` (viewed as [XBLOCK, reps, threads, group], Triton's layout of a row tile), so
+    the group's max waits on all of them: their loads go out together."""
     n = g.nodes[i]
     a = f"acc{i}"
     zero = "0.0" if g.nodes[n.args[0]].dtype.is_float else "0"
@@ -233,9 +247,18 @@ def acc_update(g: KernelGraph, i: int, v: str, group: int = 1, peeled: bool = Fa
     assert n.op == Op.SOFTMAX_STATS
     if group > 1:
         x, new, ref = f"{a}_x", f"{a}_new", f"{a}_ref"
+        tile = f'tl.broadcast_to(tl.where(mask, {v}, float("-inf")), [XBLOCK, {width}])'
+        if reps > 1:
+            return lines + [
+                f"{x} = tl.reshape({tile}, [XBLOCK, {reps}, {width} // {reps * group}, {group}])",
+                f"{new} = _maximum({a}_m, tl.reduce(tl.reduce({x}, 3, _maximum), 1, _maximum))",
+                f'{ref} = tl.where({new} == float("-inf"), 0.0, {new})  # groups without a value yet: exps of 0',
+                f"{a}_s = {a}_s * _exp_minus({a}_m, {ref}) "
+                f"+ tl.sum(tl.sum(_exp_minus({x}, {ref}[:, None, :, None]), 3), 1)",
+                f"{a}_m = {new}",
+            ]
         return lines + [
-            f'{x} = tl.reshape(tl.broadcast_to(tl.where(mask, {v}, float("-inf")), [XBLOCK, RBLOCK]), '
-            f"[XBLOCK, RBLOCK // {group}, {group}])",
+            f"{x} = tl.reshape({tile}, [XBLOCK, {width} // {group}, {group}])",
             f"{new} = _maximum({a}_m, tl.reduce({x}, 2, _maximum))",
             f'{ref} = tl.where({new} == float("-inf"), 0.0, {new})  # groups without a value yet: exps of 0',
             f"{a}_s = {a}_s * _exp_minus({a}_m, {ref}) + tl.sum(_exp_minus({x}, {ref}[:, :, None]), 2)",
