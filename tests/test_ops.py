@@ -462,21 +462,27 @@ def test_looped_statistics_when_each_lanes_first_element_is_far_from_the_rest(na
         check_against_torch(op.rblock_fn, op.torch_fn, op.inputs(make, x))
 
 
-@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16], ids=dtype_id)
-@pytest.mark.parametrize("name", ["logsumexp", "softmax", "log_softmax", "cross_entropy"])
-def test_looped_softmax_statistics_in_groups_of_a_threads_elements(name, dtype, make):
-    """Chunks of 512 at 2 warps: each thread's 8 contiguous elements (4 in fp32) share one running max. Row 0's first
-    chunk is -inf, so its groups start without a value; row 1 rises 40 above its running max in the middle of a group
-    and again in the row's partial last chunk; row 2 spreads over 10^4, where exps underflow. Row 3 is plain."""
+def _check_softmax_statistics(name: str, dtype: torch.dtype, config: rblock.Config, make) -> list[str]:
+    """Rows of 1800 for the looped softmax statistics, against fp64; the kernels' sources. Row 0's first 512 elements
+    are -inf, so its groups start without a value; row 1 rises 40 above its running max at 901 and again in the
+    row's last 5 elements; row 2 spreads over 10^4, where exps underflow. Row 3 is plain."""
     x = make(4, 1800, dtype=dtype)
     x[0, :512] = -math.inf
     x[1, 901] += 40.0
     x[1, 1795] += 80.0
     x[2] *= 5000.0
     op = OPS_BY_NAME[name]
-    with recording() as log, rblock.settings(config=rblock.Config("looped", 1, 512, 2)):
+    with recording() as log, rblock.settings(config=config):
         check_against_torch(op.rblock_fn, op.torch_fn, op.inputs(make, x))
-    sources = [st.spec.source for c in log for st in c.program.stages]
+    return [st.spec.source for c in log for st in c.program.stages]
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16], ids=dtype_id)
+@pytest.mark.parametrize("name", ["logsumexp", "softmax", "log_softmax", "cross_entropy"])
+def test_looped_softmax_statistics_in_groups_of_a_threads_elements(name, dtype, make):
+    """Chunks of 512 at 2 warps: each thread's 8 contiguous elements (4 in fp32) share one running max; row 1's jumps
+    fall in the middle of a group and in the row's partial last chunk."""
+    sources = _check_softmax_statistics(name, dtype, rblock.Config("looped", 1, 512, 2), make)
     assert any(f"[XBLOCK, RBLOCK // {8 if dtype == torch.bfloat16 else 4}, " in s for s in sources)
 
 
@@ -487,17 +493,10 @@ def test_looped_softmax_statistics_in_groups_of_a_threads_elements(name, dtype, 
 @pytest.mark.parametrize("name", ["logsumexp", "softmax", "cross_entropy"])
 def test_unrolled_softmax_statistics_group_a_threads_vectors_of_every_chunk(name, dtype, config, make):
     """Unrolled, one row per program: a loop trip is one tile of `unroll` chunks, and a thread's vectors of it share
-    one running max (4 or 2 of them here, each of 2 to 8 elements). The rows as in the test above; their last trip
-    holds chunks that lie wholly past the row's end."""
-    x = make(4, 1800, dtype=dtype)
-    x[0, :512] = -math.inf
-    x[1, 901] += 40.0
-    x[1, 1795] += 80.0
-    x[2] *= 5000.0
-    op = OPS_BY_NAME[name]
-    with recording() as log, rblock.settings(config=config):
-        check_against_torch(op.rblock_fn, op.torch_fn, op.inputs(make, x))
-    (src,) = [st.spec.source for c in log for st in c.program.stages if "softmax_stats" in st.spec.source]
+    one running max (4 or 2 of them here, each of 2 to 8 elements). The last trip holds chunks that lie wholly past
+    the row's end."""
+    sources = _check_softmax_statistics(name, dtype, config, make)
+    (src,) = [s for s in sources if "softmax_stats" in s]
     per_thread = config.RBLOCK // (32 * config.num_warps)
     reps = config.unroll * per_thread // min(per_thread, 8 if dtype == torch.bfloat16 else 4)
     assert f"rwide = tl.arange(0, RBLOCK * {config.unroll})" in src and f"[XBLOCK, {reps}, RBLOCK * " in src
