@@ -2,7 +2,8 @@
 RBLOCK] accumulators, then the reductions' results from them.
 
 A pass with mean-variance takes its first chunk before the loop (`reductions.peels_first_chunk`): there each lane's
-first element becomes its shift, and the loop from the second chunk on only subtracts, adds and squares.
+first element becomes its shift, and the loop from the second chunk on only subtracts, adds and squares. An unrolled
+pass of grouped softmax statistics takes its unrolled chunks as one tile (`ChunkLoop._wide_reps`).
 """
 
 from __future__ import annotations
