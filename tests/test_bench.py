@@ -359,3 +359,69 @@ def test_rblock_rows_name_the_config_each_kernel_runs():
     assert len(by["rblock"]["configs"]) == 2  # the row kernel and the mean
     assert by["rblock_looped_only"]["configs"][0].startswith("looped(")
     assert "configs" not in by["eager"]
+
+
+def _targets_module():
+    """benchmarks/targets.py is a script beside the benchmarks, not part of the package."""
+    import importlib.util
+    from pathlib import Path
+
+    path = Path(__file__).resolve().parents[1] / "benchmarks" / "targets.py"
+    spec = importlib.util.spec_from_file_location("rblock_targets", path)
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module  # its dataclass looks its module up
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_targets_judge_each_point_against_its_own_runs_ceilings():
+    """A share is taken of the ceiling of the run that measured the row; a point meets its target only with its
+    share and its peer ratios; a point no run measured is never met."""
+    targets = _targets_module()
+
+    def row(op, n, provider, us, copy, m=None):
+        nbytes = 4.0 * 2**26  # bf16 read and written
+        gbps = nbytes / us / 1e3
+        return {"op": op, "M": m or 2**26 // n, "N": n, "dtype": "bf16", "provider": provider, "median_us": us,
+                "GBps": gbps, "pct_of_copy": 100 * gbps / copy, "correct": True, "first_call_s": 1.0}  # fmt: skip
+
+    data = {
+        "runs": [{"copy_GBps": 4000.0, "read_GBps": 3800.0}, {"copy_GBps": 4200.0, "read_GBps": 3000.0}],
+        "rows": [
+            row("rms_norm", 4096, "rblock", 70.0, 4000.0),  # 3835 GB/s: 95.9% of 4000
+            row("rms_norm", 4096, "compile", 71.0, 4000.0),
+            row("rms_norm", 8192, "rblock", 70.0, 4200.0),  # 91.3% of 4200: misses 92
+            row("rms_norm", 8192, "liger", 80.0, 4200.0),
+            row("rms_norm", 2048, "rblock", 70.0, 4000.0),
+            row("rms_norm", 2048, "compile_max", 69.0, 4000.0),  # a peer ahead
+            row("softmax", 4096, "rblock", 70.0, 4000.0),
+            row("softmax", 4096, "compile", 80.0, 4000.0),  # 1.14x compile: softmax needs 1.3x
+            row("sum", 16777216, "rblock", 40.0, 4200.0, m=4),  # 3355 GB/s of read 3000: over 100%
+        ],
+    }
+    verdicts = {(v["target"].op, v["target"].N): v for v in targets.assess(data)}
+    ok = verdicts[("rms_norm", 4096)]
+    assert ok["met"] and ok["share"] == pytest.approx(95.87, abs=0.01) and ok["peer"] == "compile"
+    assert ok["vs_peer"] == pytest.approx(71 / 70) and ok["first_call_s"] == 1.0
+    assert verdicts[("rms_norm", 8192)]["met"] is False and verdicts[("rms_norm", 8192)]["share"] < 92
+    assert verdicts[("rms_norm", 2048)]["met"] is False and verdicts[("rms_norm", 2048)]["vs_peer"] < 1
+    assert verdicts[("softmax", 4096)]["met"] is False and verdicts[("softmax", 4096)]["vs_compile"] > 1.1
+    assert verdicts[("sum", 16777216)]["met"] and verdicts[("sum", 16777216)]["share"] > 100
+    assert verdicts[("layer_norm", 4096)]["met"] is None
+    text = targets.table(list(verdicts.values()))
+    assert "2 met, 3 missed," in text and "| 6 | sum | 16777216 | 4 |" in text
+
+
+def test_targets_judge_small_batches_plain_and_in_graphs():
+    targets = _targets_module()
+    rows = []
+    for provider, us in (("rblock", 20.0), ("compile", 40.0), ("rblock_graph", 2.0), ("compile_graph", 3.0)):
+        rows.append({"op": "softmax", "M": 1, "N": 4096, "provider": provider, "median_us": us, "correct": True,
+                     "small_batch": True})  # fmt: skip
+        slower = us * (2.0 if provider == "rblock_graph" else 1.0)  # behind compile in a graph only
+        rows.append({"op": "rms_norm", "M": 8, "N": 8192, "provider": provider, "median_us": slower,
+                     "correct": True, "small_batch": True})  # fmt: skip
+    verdicts = {(v["op"], v["M"], v["N"]): v["met"] for v in targets.assess_small_batches({"rows": rows})}
+    assert verdicts[("softmax", 1, 4096)] is True
+    assert verdicts[("rms_norm", 8, 8192)] is False
+    assert verdicts[("rms_norm", 64, 4096)] is None
