@@ -502,6 +502,39 @@ def test_unrolled_softmax_statistics_group_a_threads_vectors_of_every_chunk(name
     assert f"rwide = tl.arange(0, RBLOCK * {config.unroll})" in src and f"[XBLOCK, {reps}, RBLOCK * " in src
 
 
+@pytest.mark.parametrize(
+    "config", [rblock.Config("looped", 1, 256, 1, unroll=4), rblock.Config("looped", 1, 512, 2, unroll=2)]
+)
+@pytest.mark.parametrize("n", [1300, 700])
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16], ids=dtype_id)
+@pytest.mark.parametrize("name", ["sum", "var", "rms_norm", "layer_norm", "fused_add_rms_norm"])
+def test_unrolled_sums_fold_a_tile_of_chunks_in_each_thread(name, dtype, n, config, make):
+    """Unrolled, one row per program, chunks of whole rounds of the threads' vectors: a loop trip is one tile of
+    `unroll` chunks, added lane by lane within each thread before the accumulators take it; mean-variance takes its
+    shifts from the first tile's first chunk. Rows of 1300 end inside a trip, whose last chunks lie wholly past the
+    end; rows of 700 end inside the first tile, and the loop never runs. Row 0's first 300 elements lie 1000 above
+    the rest (the lanes' shifts among them)."""
+    x = make(3, n, dtype=dtype)
+    x[0, :300] += 1000.0
+    op = OPS_BY_NAME[name]
+    with recording() as log, rblock.settings(config=config):
+        op.check(op.inputs(make, x), None)
+    (src,) = [st.spec.source for c in log for st in c.program.stages if "for r0_offset" in st.spec.source]
+    assert f"rwide = tl.arange(0, RBLOCK * {config.unroll})" in src
+    assert f"tl.sum(tl.reshape(tl.broadcast_to(tl.where(mask, " in src or "_shift[:, None, :]" in src
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16], ids=dtype_id)
+def test_unrolled_sums_over_chunks_narrower_than_the_threads_vectors_keep_their_loop(dtype, make):
+    """Chunks of 64 at 1 warp hold 2 elements per thread, less than a round of its vectors: a tile of them would
+    put one lane's elements in several threads, so the pass keeps its unrolled loop."""
+    op = OPS_BY_NAME["var"]
+    with recording() as log, rblock.settings(config=rblock.Config("looped", 1, 64, 1, unroll=4)):
+        op.check(op.inputs(make, make(3, 700, dtype=dtype)), None)
+    (src,) = [st.spec.source for c in log for st in c.program.stages]
+    assert "rwide" not in src and "loop_unroll_factor=4" in src
+
+
 def test_column_softmax_statistics_keep_one_running_max_per_element(make):
     """Over dim 0 a thread's contiguous elements lie in one row of the input, each in another column's statistics:
     no groups."""

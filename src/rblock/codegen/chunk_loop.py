@@ -3,7 +3,8 @@ RBLOCK] accumulators, then the reductions' results from them.
 
 A pass with mean-variance takes its first chunk before the loop (`reductions.peels_first_chunk`): there each lane's
 first element becomes its shift, and the loop from the second chunk on only subtracts, adds and squares. An unrolled
-pass of grouped softmax statistics takes its unrolled chunks as one tile (`ChunkLoop._wide_reps`).
+pass of grouped softmax statistics, or of sums and mean-variance, takes its unrolled chunks as one tile
+(`ChunkLoop._wide_reps`).
 """
 
 from __future__ import annotations
@@ -11,6 +12,7 @@ from __future__ import annotations
 from rblock.codegen.reductions import acc_finish, acc_init, acc_update, peels_first_chunk, stats_group
 from rblock.ir import Op, Rank, query
 from rblock.ir.nodes import REDUCE_OPS
+from rblock.ir.query import VECTOR_BYTES
 
 
 class ChunkLoop:
@@ -29,39 +31,54 @@ class ChunkLoop:
         groups = {r: stats_group(g, r, self.cfg, aligned=not uniform) for r in reductions}
         peeled = peels_first_chunk(g, reductions, uniform)
         u, end = self.cfg.unroll, g.rnumel + self.vec - 1  # a walk from the boundary below covers vec - 1 more
-        reps = self._wide_reps(targets, groups, uniform)
+        reps = self._wide_reps(targets, groups, uniform, peeled)
         width = f"RBLOCK * {u}" if reps > 1 else "RBLOCK"
         self.out += [line for r in reductions for line in acc_init(g, r, groups[r], peeled, reps, width)]
-        if peeled:
-            self.out.append("# the first chunk, before the loop: the lanes' shifts")
-            self._chunk("rbase", targets, groups, peeled, first=True)
-        bounds = f"{'RBLOCK' if peeled else 0}, {end}, RBLOCK"
-        unroll = f"tl.range({bounds}, loop_unroll_factor={u}):  # {u} chunks' loads in flight"
+        chunk, first = ("rwide", width) if reps > 1 else ("rbase", "RBLOCK")
         if reps > 1:
             wide = f"tl.arange(0, {width})[None, :]{'.to(tl.int64)' if g.index_bits == 64 else ''}"
-            self.out += [f"rwide = {wide}  # {u} chunks a trip, one group per thread: their loads go out together"]
-            unroll = f"range(0, {end}, {width}):"
-        self.out.append(f"for r0_offset in {unroll if u > 1 else f'range({bounds}):'}")
+            self.out += [f"rwide = {wide}  # {u} chunks a trip, folded in each thread: their loads go out together"]
+        if peeled:  # a wide pass peels a whole tile: its names keep the widths the loop gives them
+            self.out.append(f"# the first {'tile' if reps > 1 else 'chunk'}, before the loop: the lanes' shifts")
+            self._chunk(chunk, targets, groups, peeled, first=True, reps=reps, width=width)
+        bounds = f"{first if peeled else 0}, {end}, {width}"
+        if u > 1 and reps == 1:
+            self.out.append(
+                f"for r0_offset in tl.range({bounds}, loop_unroll_factor={u}):  # {u} chunks' loads in flight"
+            )
+        else:
+            self.out.append(f"for r0_offset in range({bounds}):")
         saved, self.out = self.out, []
-        self._chunk(f"r0_offset + {'rwide' if reps > 1 else 'rbase'}", targets, groups, peeled, reps=reps, width=width)
+        self._chunk(f"r0_offset + {chunk}", targets, groups, peeled, reps=reps, width=width)
         self.out = saved + [f"    {line}" for line in self.out]
         self.local = {}
         for r in reductions:
             self.out += acc_finish(g, r, peeled)
             self.outer[(r, 0)] = f"tmp{r}"
 
-    def _wide_reps(self, targets: list[int], groups: dict[int, int], uniform: bool) -> int:
-        """An unrolled pass of grouped softmax statistics alone, one row per program: its `unroll` chunks are one
-        tile, each thread's vectors of it one group (`acc_update`), so that the loads of all of them are in flight
-        at once (unrolled by LLVM, ptxas issued them two at a time, each used before the next went out). The
-        thread's vectors per group, or 1 (the pass keeps its form)."""
-        cfg = self.cfg
-        if cfg.unroll < 2 or cfg.XBLOCK != 1 or not uniform or not targets:
+    def _wide_reps(self, targets: list[int], groups: dict[int, int], uniform: bool, peeled: bool) -> int:
+        """An unrolled pass, one row per program, of grouped softmax statistics alone, or of float sums and
+        mean-variance (with any values it stores): its `unroll` chunks are one tile, folded within each thread
+        before its accumulators take them (`acc_update`), so that the loads of all of them are in flight at once
+        (unrolled by LLVM, ptxas issued one or two chunks' loads at a time, each used before the next went out).
+        The thread's vectors per group (softmax statistics) or the chunks per tile (sums), or 1 (the pass keeps
+        its form)."""
+        cfg, g = self.cfg, self.g
+        reductions = [t for t in targets if g.nodes[t].op in REDUCE_OPS]
+        if cfg.unroll < 2 or cfg.XBLOCK != 1 or not uniform or not reductions:
             return 1
-        if any(self.g.nodes[t].op != Op.SOFTMAX_STATS or groups[t] < 2 for t in targets):
-            return 1
-        group = min(groups.values())
-        return cfg.unroll * cfg.RBLOCK // (32 * cfg.num_warps * group)
+        if all(g.nodes[t].op == Op.SOFTMAX_STATS and groups[t] >= 2 for t in targets):
+            return cfg.unroll * cfg.RBLOCK // (32 * cfg.num_warps * min(groups.values()))
+        sums = all(
+            (g.nodes[t].op == Op.SUM and g.nodes[g.nodes[t].args[0]].dtype.is_float)
+            or (g.nodes[t].op == Op.WELFORD and peeled)
+            for t in reductions
+        )
+        # a chunk spans whole rounds of the threads' widest vectors: a thread's elements of every chunk of the tile
+        # lie at the same lanes of its accumulators, so the fold needs no exchange between threads
+        itemsize = min((g.nodes[j].dtype.itemsize for j in self.loop_uses[self.pass_index]), default=4)
+        rounds = cfg.RBLOCK % (32 * cfg.num_warps * VECTOR_BYTES // itemsize) == 0
+        return cfg.unroll if sums and rounds else 1
 
     def _chunk(
         self,

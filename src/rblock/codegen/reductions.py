@@ -217,11 +217,17 @@ def acc_update(
     Softmax statistics in `group`s (`stats_group`): each group's max, then one rescale of its running sum and an
     exp, a multiply-add and an add per element. With `reps` > 1 a group is a thread's `reps` vectors of `group`
     elements in a chunk of `width` (viewed as [XBLOCK, reps, threads, group], Triton's layout of a row tile), so
-    the group's max waits on all of them: their loads go out together."""
+    the group's max waits on all of them: their loads go out together. Sums and mean-variance with `reps` > 1 take
+    a tile of `reps` chunks and add its chunks lane by lane (within each thread) before the accumulators do, which
+    waits on all of them alike."""
     n = g.nodes[i]
     a = f"acc{i}"
     zero = "0.0" if g.nodes[n.args[0]].dtype.is_float else "0"
     lines = [f"# ir %{i}: {n.op.name.lower()} %{n.args[0]}"]
+    wide = f"[XBLOCK, {reps}, {width} // {reps}]"  # sums over a tile of `reps` chunks: [XBLOCK, chunk, lane]
+    if n.op == Op.SUM and reps > 1:
+        tile = f"tl.broadcast_to(tl.where(mask, {v}, 0.0), [XBLOCK, {width}])"
+        return lines + [f"{a} = {a} + tl.sum(tl.reshape({tile}, {wide}), 1)"]
     if n.op == Op.SUM:
         return lines + [f"{a} = {a} + tl.where(mask, {v}, {zero})" + ("" if zero == "0.0" else ".to(tl.int64)")]
     if n.op in (Op.MAX, Op.MIN):
@@ -232,8 +238,18 @@ def acc_update(
         # masked lanes lose every tie: an aligned walk's head lanes have negative positions
         idx = "tl.broadcast_to(tl.where(mask, rindex, rnumel), [XBLOCK, RBLOCK])"
         return lines + [f"{a}_v, {a}_i = {fn}({a}_v, {a}_i, tl.where(mask, {v}, {ident}), {idx})"]
-    if n.op == Op.WELFORD and first:
+    if n.op == Op.WELFORD and first and reps == 1:
         return lines + [f"{a}_shift = {v}  # each lane's first element: its differences are 0"]
+    if n.op == Op.WELFORD and reps > 1:  # peeled: each chunk's lanes take the shifts of the first chunk's
+        x, m = (f"tl.reshape(tl.broadcast_to({e}, [XBLOCK, {width}]), {wide})" for e in (v, "mask"))
+        chunk0 = f"tl.arange(0, {reps})[None, :, None] == 0"
+        shift = [f"{a}_shift = tl.sum(tl.where({chunk0}, {x}, 0.0), 1)  # each lane's first element"] if first else []
+        return lines + [
+            *shift,
+            f"{a}_d = tl.where({m}, {x} - {a}_shift[:, None, :], 0.0)",
+            f"{a}_dsum = {a}_dsum + tl.sum({a}_d, 1)",
+            f"{a}_d2 = {a}_d2 + tl.sum({a}_d * {a}_d, 1)",
+        ]
     if n.op == Op.WELFORD:
         shift = [] if peeled else [f"{a}_shift = tl.where(mask & ({a}_n == 0.0), {v}, {a}_shift)  # the first"]
         count = [] if peeled else [f"{a}_n = {a}_n + tl.where(mask, 1.0, 0.0)"]
