@@ -521,7 +521,7 @@ def test_unrolled_sums_fold_a_tile_of_chunks_in_each_thread(name, dtype, n, conf
         op.check(op.inputs(make, x), None)
     (src,) = [st.spec.source for c in log for st in c.program.stages if "for r0_offset" in st.spec.source]
     assert f"rwide = tl.arange(0, RBLOCK * {config.unroll})" in src
-    assert f"tl.sum(tl.reshape(tl.broadcast_to(tl.where(mask, " in src or "_shift[:, None, :]" in src
+    assert "tl.sum(tl.reshape(tl.broadcast_to(tl.where(mask, " in src or "_shift[:, None, :]" in src
 
 
 @pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16], ids=dtype_id)
