@@ -525,6 +525,19 @@ def test_unrolled_sums_fold_a_tile_of_chunks_in_each_thread(name, dtype, n, conf
 
 
 @pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16], ids=dtype_id)
+@pytest.mark.parametrize("name", ["sum", "var"])
+def test_unrolled_sums_of_a_split_row_fold_tiles_of_each_slice(name, dtype, make):
+    """A split reduction's first kernel over 4 slices of rows of 5001 (slices of 1251, the last of 1248): each slice
+    is walked in tiles of 4 chunks of 256, the last one partial, then combined."""
+    x = make(2, 5001, dtype=dtype)
+    x[1, :700] += 1000.0
+    op = OPS_BY_NAME[name]
+    with recording() as log, rblock.settings(config=rblock.Config("looped", 1, 256, 1, split=4, unroll=4)):
+        op.check(op.inputs(make, x), None)
+    assert any("rwide = tl.arange(0, RBLOCK * 4)" in st.spec.source for c in log for st in c.program.stages)
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16], ids=dtype_id)
 def test_unrolled_sums_over_chunks_narrower_than_the_threads_vectors_keep_their_loop(dtype, make):
     """Chunks of 64 at 1 warp hold 2 elements per thread, less than a round of its vectors: a tile of them would
     put one lane's elements in several threads, so the pass keeps its unrolled loop."""
