@@ -48,7 +48,7 @@ def test_every_candidate_compiles_for_sm90(tmp_path):
             ("var", (64, 8192), -1), ("sum", (4096, 4096), 0), ("sum", (5461, 12288), 0), ("sum", (22369, 3000), 0),
             ("logsumexp", (16, 3000), -1),
             ("amax", (8, 3000), -1),
-            ("layer_norm", (512, 131072), -1),
+            ("layer_norm", (512, 131072), -1), ("var", (8, 2**20), -1), ("rms_norm", (2, 2**21), -1),
         ]
     ]  # fmt: skip
     for fn, (m, n), dt in [(torch.amax, (8, 70000), torch.int64), (torch.argmin, (64, 3000), torch.int32)]:

@@ -41,6 +41,7 @@ class ChunkLoop:
         if peeled:  # a wide pass peels a whole tile: its names keep the widths the loop gives them
             self.out.append(f"# the first {'tile' if reps > 1 else 'chunk'}, before the loop: the lanes' shifts")
             self._chunk(chunk, targets, groups, peeled, first=True, reps=reps, width=width)
+            self.peeled = True
         bounds = f"{first if peeled else 0}, {end}, {width}"
         if u > 1 and reps == 1:
             self.out.append(
@@ -66,6 +67,10 @@ class ChunkLoop:
         cfg, g = self.cfg, self.g
         reductions = [t for t in targets if g.nodes[t].op in REDUCE_OPS]
         if cfg.unroll < 2 or cfg.XBLOCK != 1 or not uniform or not reductions:
+            return 1
+        # a first chunk taken before a loop leaves its names at function scope, where a loop of another width may
+        # not assign them: a wide pass peels only as the last pass, and follows no pass that peeled
+        if self.peeled or (peeled and self.pass_index < len(self.loop_uses) - 1):
             return 1
         if all(g.nodes[t].op == Op.SOFTMAX_STATS and groups[t] >= 2 for t in targets):
             return cfg.unroll * cfg.RBLOCK // (32 * cfg.num_warps * min(groups.values()))

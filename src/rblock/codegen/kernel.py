@@ -148,6 +148,7 @@ class _Body(ChunkLoop, RowLoop, Totals):
         self.raw: dict[tuple[int, int], str] = {}  # recompute: 16-bit full loads as loaded, kept across reductions
         self.epoch = 0  # recompute: reductions emitted so far
         self.pass_index = 0  # looped: the loop being emitted
+        self.peeled = False  # looped: an earlier pass took its first chunk before its loop, at function scope
 
     # ---- structure ---------------------------------------------------------------------------------------
     def lines(self) -> list[str]:
