@@ -240,25 +240,23 @@ def acc_update(
         return lines + [f"{a}_v, {a}_i = {fn}({a}_v, {a}_i, tl.where(mask, {v}, {ident}), {idx})"]
     if n.op == Op.WELFORD and first and reps == 1:
         return lines + [f"{a}_shift = {v}  # each lane's first element: its differences are 0"]
-    if n.op == Op.WELFORD and reps > 1:  # peeled: each chunk's lanes take the shifts of the first chunk's
-        x, m = (f"tl.reshape(tl.broadcast_to({e}, [XBLOCK, {width}]), {wide})" for e in (v, "mask"))
-        chunk0 = f"tl.arange(0, {reps})[None, :, None] == 0"
-        shift = [f"{a}_shift = tl.sum(tl.where({chunk0}, {x}, 0.0), 1)  # each lane's first element"] if first else []
-        return lines + [
-            *shift,
-            f"{a}_d = tl.where({m}, {x} - {a}_shift[:, None, :], 0.0)",
-            f"{a}_dsum = {a}_dsum + tl.sum({a}_d, 1)",
-            f"{a}_d2 = {a}_d2 + tl.sum({a}_d * {a}_d, 1)",
-        ]
     if n.op == Op.WELFORD:
-        shift = [] if peeled else [f"{a}_shift = tl.where(mask & ({a}_n == 0.0), {v}, {a}_shift)  # the first"]
-        count = [] if peeled else [f"{a}_n = {a}_n + tl.where(mask, 1.0, 0.0)"]
+        if reps > 1:  # peeled, a tile of `reps` chunks: each lane's shift is its element in the first chunk
+            x, m = (f"tl.reshape(tl.broadcast_to({e}, [XBLOCK, {width}]), {wide})" for e in (v, "mask"))
+            chunk0 = f"tl.arange(0, {reps})[None, :, None] == 0"
+            first_of = f"{a}_shift = tl.sum(tl.where({chunk0}, {x}, 0.0), 1)  # each lane's first element"
+            shift = [first_of] if first else []
+            d, count, fold = f"tl.where({m}, {x} - {a}_shift[:, None, :], 0.0)", [], "tl.sum({}, 1)"
+        else:
+            shift = [] if peeled else [f"{a}_shift = tl.where(mask & ({a}_n == 0.0), {v}, {a}_shift)  # the first"]
+            count = [] if peeled else [f"{a}_n = {a}_n + tl.where(mask, 1.0, 0.0)"]
+            d, fold = f"tl.where(mask, {v} - {a}_shift, 0.0)", "{}"
         return lines + [
             *shift,
-            f"{a}_d = tl.where(mask, {v} - {a}_shift, 0.0)",
+            f"{a}_d = {d}",
             *count,
-            f"{a}_dsum = {a}_dsum + {a}_d",
-            f"{a}_d2 = {a}_d2 + {a}_d * {a}_d",
+            f"{a}_dsum = {a}_dsum + {fold.format(f'{a}_d')}",
+            f"{a}_d2 = {a}_d2 + {fold.format(f'{a}_d * {a}_d')}",
         ]
     assert n.op == Op.SOFTMAX_STATS
     if group > 1:
