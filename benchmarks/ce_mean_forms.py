@@ -9,6 +9,8 @@ reads what the kernel before it wrote is the best in the op.
 from __future__ import annotations
 
 import argparse
+import importlib
+import json
 import time
 
 import torch
@@ -17,7 +19,8 @@ import triton.testing
 import rblock
 from rblock.bench.harness import graphed
 from rblock.compiler import recording
-from rblock.ops import softmax as ce
+
+ce = importlib.import_module("rblock.ops.softmax")  # the module, not the op it exports
 
 
 def host_us(fn, calls: int = 500) -> float:
@@ -35,7 +38,9 @@ def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--ns", default="3000,4096,5120,8192,32768")
     ap.add_argument("--total", type=int, default=2**26)
+    ap.add_argument("--configs", default="[]", help="JSON list of rblock.Config fields, also forced on the mean")
     args = ap.parse_args()
+    extra = [rblock.Config(**c) for c in json.loads(args.configs)]
     bench = lambda fn: 1000 * triton.testing.do_bench(fn, warmup=25, rep=100, return_mode="median")  # noqa: E731
     print(torch.cuda.get_device_name(), "· µs", flush=True)
     for n in map(int, args.ns.split(",")):
@@ -49,15 +54,18 @@ def main() -> None:
         trials = {str(t.config): t.median_us for t in log[0].trials}
         tuned = str(log[0].config)
         print(f"cross_entropy ({m}, {n}): the op as tuned {bench(lambda: ce.cross_entropy(logits, target)):.1f}")
-        for cand in log[0].plan.candidates:
-            cfg = cand.config
+        for cfg in [c.config for c in log[0].plan.candidates] + extra:
 
             def op(cfg=cfg):
                 loss = ce._rows_kernel(logits, target, -100, torch.float32)
                 with rblock.settings(config=cfg):
                     return ce._mean_kernel(loss, target, -100, torch.bfloat16)
 
-            op()
+            try:
+                op()
+            except Exception as e:  # noqa: BLE001 -- a forced config the op refuses
+                print(f"     {str(cfg):72s} {type(e).__name__}: {e}"[:300], flush=True)
+                continue
             replay, _ = graphed(op)
             alone = trials.get(str(cfg))
             print(
