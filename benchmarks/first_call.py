@@ -16,6 +16,7 @@ import os
 import tempfile
 import threading
 import time
+import warnings
 
 import torch
 import triton.testing
@@ -79,9 +80,11 @@ def first_call(op: str, n: int, total: int, serial: bool) -> str:
     torch.manual_seed(0)
     inputs = prov.make_inputs(op, total // n, n, torch.bfloat16, "cuda")
     clock = Clock()
-    for f in gc.get_objects():  # forget the ops' compiled calls, so the second run compiles and tunes again
-        if isinstance(f, CompiledFunction):
-            f._entries.clear()
+    with warnings.catch_warnings():  # isinstance touches deprecated torch attributes, which warn
+        warnings.simplefilter("ignore", FutureWarning)
+        for f in gc.get_objects():  # forget the ops' compiled calls, so the second run compiles and tunes again
+            if isinstance(f, CompiledFunction):
+                f._entries.clear()
     with tempfile.TemporaryDirectory() as tmp:
         os.environ["RBLOCK_CACHE_DIR"], os.environ["TRITON_CACHE_DIR"] = tmp, os.path.join(tmp, "triton")
         provider = prov.resolve(["rblock"])[0][0]

@@ -1,7 +1,9 @@
 """Where a timed call's microseconds go on the GPU: each op's rblock call, timed as `rblock bench` times it (an L2
 flush, then the call, between two events), is traced with the CUDA profiler, and every iteration is split into the
 gap from the flush's end to the call's first kernel (the host not keeping up), each kernel's duration, and the gaps
-between the call's kernels. Also prints `do_bench`'s median and the host's time per call, back to back.
+between the call's kernels. Also prints `do_bench`'s median and the host's time per call, back to back. A kernel
+launched as a dependent of the one before it (on sm_90) starts before that one ends and waits: its span includes the
+wait, and its gap is negative.
 
     python benchmarks/timeline.py --ops cross_entropy --ns 3000,4096,5120,8192 [--total 67108864] [--iters 40]
 """
