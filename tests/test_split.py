@@ -237,3 +237,36 @@ def test_full_size_outputs_in_uneven_slices(op):
 def test_planner_splits_norms_of_few_huge_rows():
     g = graph_of(lambda x: torch.softmax(x, -1), torch.randn(4, 2**16))
     assert any(c.config.split > 1 for c in plan(analyze(g, DEFAULT), DEFAULT).candidates)
+
+
+def test_split_calls_reuse_one_workspace_and_stay_right():
+    """The partials' workspace is made once per stream and reused: every call, on new inputs, is still right."""
+    f = rblock.compile(lambda x: torch.var(x, -1), name="var_reused")
+    cfg = rblock.Config("looped", 1, 256, 4, split=4)
+    with rblock.settings(config=cfg):
+        for seed in range(3):
+            torch.manual_seed(seed)
+            x = torch.randn(3, 4096) * (seed + 1) + seed
+            torch.testing.assert_close(f(x).double(), torch.var(x.double(), -1), rtol=1e-5, atol=1e-5)
+        (entry,) = f._entries.values()
+    held = [v for k, v in entry.program._sync.items() if k[1] != "spare"]
+    assert len(held) == 1 and [t.numel() for t in held[0][1]] == [n for n, _ in entry.program.workspace]
+
+
+def test_split_calls_from_threads_stay_right():
+    """Calls from several threads share the workspace of their stream; each call's kernels run as one."""
+    import concurrent.futures
+
+    f = rblock.compile(lambda x: x.sum(-1), name="sum_threads")
+    cfg = rblock.Config("looped", 1, 256, 4, split=4)
+    torch.manual_seed(0)
+    xs = [torch.randn(2, 2048) + i for i in range(8)]
+
+    def call(x):
+        with rblock.settings(config=cfg):
+            return f(x)
+
+    with concurrent.futures.ThreadPoolExecutor(4) as pool:
+        outs = list(pool.map(call, xs))
+    for x, out in zip(xs, outs):
+        torch.testing.assert_close(out.double(), x.double().sum(-1), rtol=1e-5, atol=1e-4)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import threading
 from dataclasses import dataclass, field
 
 import torch
@@ -140,38 +141,44 @@ class Program:
     shares: tuple[tuple[int, torch.dtype], ...] = ()  # (numel, dtype) of the workspace of each sum over rows
     counters: int = 0  # the sync counters its kernels need, at least (split rows: one per possible row group)
     words: int = 0  # split rows exchanging (epoch, value) words: 64-bit words per program
-    _sync: dict = field(default_factory=dict, compare=False)  # (device, stream or capture) -> counters, shares
+    _sync: dict = field(default_factory=dict, compare=False)  # (device, stream or capture) -> `_held`'s buffers
+    _lock: threading.Lock = field(default_factory=threading.Lock, compare=False, repr=False)  # one call's launches
 
-    def _buffers(self, stage: Stage, inputs, outputs, ws) -> list[torch.Tensor]:
-        pools = {"in": inputs, "out": outputs, "ws": ws}
-        if any(kind == "sync" for kind, _ in stage.args):
-            pools["sync"] = self._sync_buffers(outputs[0].device)
+    def _buffers(self, stage: Stage, inputs, outputs, held) -> list[torch.Tensor]:
+        pools = {"in": inputs, "out": outputs, "sync": held[0], "ws": held[1]}
         return [pools[kind][i] for kind, i in stage.args]
 
-    def _sync_buffers(self, dev: torch.device) -> list[torch.Tensor]:
-        """The counters (an error flag and one per row group, zeroed once: split rows never reset them, sums over
-        rows reset theirs when done), then each sum over rows' shares, then split rows' words. One set per stream:
-        launches on one stream run in order, so they never interleave. A CUDA graph may be replayed on any stream,
+    def _held(self, dev: torch.device) -> tuple[list[torch.Tensor], list[torch.Tensor]]:
+        """The buffers the kernels share beyond inputs and outputs: (sync buffers, workspace). The sync buffers are
+        the counters (an error flag and one per row group, zeroed once: split rows never reset them, sums over rows
+        reset theirs when done), then each sum over rows' shares, then split rows' words; the workspace holds a split
+        reduction's partials from its first kernel to its combine. One set per stream, reused by every call: launches
+        on one stream run in order (each kernel starts by waiting for the one before it), and `run` enqueues a call's
+        kernels under a lock, so two threads' calls never interleave. A CUDA graph may be replayed on any stream,
         beside eager calls: each capture gets a set of its own, held as long as the program: one made (zeroed) with
-        the first eager call, so that the graph holds no kernel to zero it, or else one zeroed in the graph."""
+        the first eager call, so that the graph holds no kernel to zero it, or else one made in the graph."""
         groups = int(device.device_properties()["sm_count"]) * 32  # at most 32 programs per SM
 
-        def fresh() -> list[torch.Tensor]:
+        def fresh() -> tuple[list[torch.Tensor], list[torch.Tensor]]:
+            ws = [torch.empty(n, dtype=dt, device=dev) for n, dt in self.workspace]
+            if not self._syncs:
+                return [], ws
             counters = torch.zeros(max(1 + groups, self.counters), dtype=torch.int32, device=dev)
             shares = [torch.zeros(n, dtype=dt, device=dev) for n, dt in self.shares]  # padding stays 0
             words = [torch.zeros(groups * self.words, dtype=torch.int64, device=dev)] if self.words else []
-            return [counters, *shares, *words]
+            return [counters, *shares, *words], ws
 
         if dev.type == "cuda" and torch.cuda.is_current_stream_capturing():
             held = self._sync.pop((dev, "spare"), None) or fresh()
-            self._sync[(dev, "graph", id(held[0]))] = held
+            self._sync[(dev, "graph", id(held[1]))] = held
             return held
         key = (dev, torch.cuda.current_stream(dev).cuda_stream if dev.type == "cuda" else 0)
         if key not in self._sync:
             self._sync[key] = fresh()
             if dev.type == "cuda" and (dev, "spare") not in self._sync:
                 self._sync[(dev, "spare")] = fresh()
-                torch.cuda.current_stream(dev).synchronize()  # zeroed before any graph on any stream uses it
+                if self._syncs:
+                    torch.cuda.current_stream(dev).synchronize()  # zeroed before any graph on any stream uses it
         return self._sync[key]
 
     def __post_init__(self) -> None:
@@ -182,29 +189,28 @@ class Program:
             and all((kind, i) == pair for (kind, i), pair in zip(self.stages[0].args, self._direct_order()))
         )
         object.__setattr__(self, "_direct", direct)
+        object.__setattr__(self, "_syncs", any(kind == "sync" for st in self.stages for kind, _ in st.args))
 
     def _direct_order(self) -> list[tuple[str, int]]:
         args = self.stages[0].args
         n_in = sum(1 for kind, _ in args if kind == "in")
         return [("in", i) for i in range(n_in)] + [("out", j) for j in range(len(args) - n_in)]
 
-    def _workspace(self, device: torch.device) -> list[torch.Tensor]:
-        return [torch.empty(n, dtype=dt, device=device) for n, dt in self.workspace]
-
     def run(self, inputs: list[torch.Tensor], outputs: list[torch.Tensor]) -> None:
         if self._direct:
             launch(self.stages[0], inputs + outputs)
             return
-        ws = self._workspace(outputs[0].device) if self.workspace else []
-        for st in self.stages:
-            launch(st, self._buffers(st, inputs, outputs, ws))
+        held = self._held(outputs[0].device)
+        with self._lock:
+            for st in self.stages:
+                launch(st, self._buffers(st, inputs, outputs, held))
 
     def compile(self, inputs: list[torch.Tensor], outputs: list[torch.Tensor]) -> tuple[int, int]:
         """Build every stage without running it; the most registers and spill bytes of any stage (Triton reports
         a kernel's local memory in 4-byte words)."""
-        ws = self._workspace(outputs[0].device) if self.workspace else []
+        held = self._held(outputs[0].device)
         regs = spills = 0
         for st in self.stages:
-            compiled = st.compile(self._buffers(st, inputs, outputs, ws))
+            compiled = st.compile(self._buffers(st, inputs, outputs, held))
             regs, spills = max(regs, int(compiled.n_regs)), max(spills, 4 * int(compiled.n_spills))
         return regs, spills
