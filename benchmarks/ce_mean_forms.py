@@ -11,27 +11,16 @@ from __future__ import annotations
 import argparse
 import importlib
 import json
-import time
 
 import torch
 import triton.testing
+from host_overhead import host_us  # benchmarks/ is the script's folder
 
 import rblock
 from rblock.bench.harness import graphed
 from rblock.compiler import recording
 
 ce = importlib.import_module("rblock.ops.softmax")  # the module, not the op it exports
-
-
-def host_us(fn, calls: int = 500) -> float:
-    """Host time per call, back to back without synchronizing (the GPU runs behind)."""
-    torch.cuda.synchronize()
-    t0 = time.perf_counter()
-    for _ in range(calls):
-        fn()
-    host = (time.perf_counter() - t0) / calls * 1e6
-    torch.cuda.synchronize()
-    return host
 
 
 def main() -> None:

@@ -12,25 +12,14 @@ from __future__ import annotations
 
 import argparse
 import statistics
-import time
 
 import torch
 import triton
 import triton.testing
+from host_overhead import host_us  # benchmarks/ is the script's folder
 from torch.profiler import ProfilerActivity, profile
 
 from rblock.bench import providers as prov
-
-
-def host_us(fn, calls: int = 500) -> float:
-    """Host time per call, back to back without synchronizing (the GPU runs behind)."""
-    torch.cuda.synchronize()
-    t0 = time.perf_counter()
-    for _ in range(calls):
-        fn()
-    host = (time.perf_counter() - t0) / calls * 1e6
-    torch.cuda.synchronize()
-    return host
 
 
 def traced(fn, iters: int) -> list[list[tuple[str, float, float]]]:
