@@ -190,6 +190,7 @@ class Program:
         )
         object.__setattr__(self, "_direct", direct)
         object.__setattr__(self, "_syncs", any(kind == "sync" for st in self.stages for kind, _ in st.args))
+        object.__setattr__(self, "_holds", self._syncs or bool(self.workspace))  # else a call looks nothing up
 
     def _direct_order(self) -> list[tuple[str, int]]:
         args = self.stages[0].args
@@ -200,7 +201,7 @@ class Program:
         if self._direct:
             launch(self.stages[0], inputs + outputs)
             return
-        held = self._held(outputs[0].device)
+        held = self._held(outputs[0].device) if self._holds else ([], [])
         with self._lock:
             for st in self.stages:
                 launch(st, self._buffers(st, inputs, outputs, held))
