@@ -1,9 +1,11 @@
 """Where a first call's seconds go: an op's first call on a new shape, with fresh rblock and Triton caches, split into
-compiling the candidates (wall time, and the sum over candidates of each of Triton's stages), timing them, and the
-rest (tracing, planning, code generation, loading). Each point runs twice: compiles on threads (as the tuner does)
-and one after another, which shows how much of the compile overlaps.
+compiling the candidates (wall time, and the sum over candidates of each of Triton's stages run in this process),
+timing them, and the rest (tracing, planning, code generation, loading). Each point runs in each mode: compiles in
+the compile workers (as the tuner does), on threads of this process (RBLOCK_COMPILE_WORKERS=0), and one after
+another, which shows how much of the compile overlaps.
 
     python benchmarks/first_call.py --points layer_norm:32768,cross_entropy:5120 [--total 67108864]
+        [--modes workers,threads,serial]
 """
 
 from __future__ import annotations
@@ -76,7 +78,7 @@ def instrumented(clock: Clock, serial: bool):
         triton.testing.do_bench, tune.compile_all, ASTSource.make_ir = saved_bench, saved_all, saved_ir
 
 
-def first_call(op: str, n: int, total: int, serial: bool) -> str:
+def first_call(op: str, n: int, total: int, mode: str) -> str:
     torch.manual_seed(0)
     inputs = prov.make_inputs(op, total // n, n, torch.bfloat16, "cuda")
     clock = Clock()
@@ -87,8 +89,11 @@ def first_call(op: str, n: int, total: int, serial: bool) -> str:
                 f._entries.clear()
     with tempfile.TemporaryDirectory() as tmp:
         os.environ["RBLOCK_CACHE_DIR"], os.environ["TRITON_CACHE_DIR"] = tmp, os.path.join(tmp, "triton")
+        os.environ["RBLOCK_COMPILE_WORKERS"] = "0"
+        if mode == "workers":
+            del os.environ["RBLOCK_COMPILE_WORKERS"]  # the default count
         provider = prov.resolve(["rblock"])[0][0]
-        with provider.scope(), instrumented(clock, serial):
+        with provider.scope(), instrumented(clock, mode == "serial"):
             torch.cuda.synchronize()
             t0 = time.perf_counter()
             provider.build(op, inputs)()
@@ -98,8 +103,8 @@ def first_call(op: str, n: int, total: int, serial: bool) -> str:
     stages = " ".join(f"{name[5:]} {s[name]:.2f}" for name in STAGES)
     rest = wall - s["compile_all"] - s["do_bench"]
     return (
-        f"{op} ({total // n}, {n}) {'serial ' if serial else 'threads'}: first call {wall:.2f} s = compile_all "
-        f"{s['compile_all']:.2f} ({k['make_cubin']} kernels; summed stages: {stages}) + do_bench {s['do_bench']:.2f} "
+        f"{op} ({total // n}, {n}) {mode:7s}: first call {wall:.2f} s = compile_all {s['compile_all']:.2f} "
+        f"({k['make_cubin']} kernels here; summed stages: {stages}) + do_bench {s['do_bench']:.2f} "
         f"({k['do_bench']} timed) + rest {rest:.2f}"
     )
 
@@ -108,13 +113,15 @@ def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--points", default="layer_norm:32768,layer_norm:12288,cross_entropy:5120,rms_norm:8192")
     ap.add_argument("--total", type=int, default=2**26)
+    ap.add_argument("--modes", default="workers,threads,serial")
     args = ap.parse_args()
     print(torch.cuda.get_device_name(), os.cpu_count(), "CPUs", flush=True)
-    first_call("rms_norm", 4096, args.total, False)  # CUDA's and Triton's start, not a first call's own cost
+    # CUDA's, Triton's and the workers' start, not a first call's own cost
+    first_call("rms_norm", 4096, args.total, "workers")
     for point in args.points.split(","):
         op, n = point.split(":")
-        for serial in (False, True):
-            print(first_call(op, int(n), args.total, serial), flush=True)
+        for mode in args.modes.split(","):
+            print(first_call(op, int(n), args.total, mode), flush=True)
 
 
 if __name__ == "__main__":

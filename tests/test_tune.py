@@ -75,7 +75,7 @@ def test_a_few_spilled_words_are_timed_and_more_are_dropped(monkeypatch):
         def __init__(self, cfg: Config):
             self.cfg = cfg
 
-        def compile(self, inputs, outputs):
+        def compile(self, inputs, outputs, in_workers=False):
             return 64, spills[self.cfg]
 
         def run(self, inputs, outputs):

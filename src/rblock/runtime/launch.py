@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import threading
 from dataclasses import dataclass, field
 
@@ -11,7 +12,7 @@ from triton.runtime.driver import driver
 
 from rblock.codegen.spec import KernelSpec
 from rblock.errors import SyncTimeout
-from rblock.runtime import device
+from rblock.runtime import device, workers
 from rblock.runtime.loader import load
 
 
@@ -106,12 +107,15 @@ class Stage:
             opts["maxnreg"] = s.maxnreg
         return opts
 
+    def warmup(self, buffers: list[torch.Tensor]):
+        return self.kernel.warmup(*buffers, self.xnumel, grid=(1,), **self.options())
+
     def compile(self, buffers: list[torch.Tensor]):
         """Build without running; the compiled kernel (None under the interpreter)."""
         if device.interpreted():
             self._set_groups(0, 0)
             return None
-        ck = self.kernel.warmup(*buffers, self.xnumel, grid=(1,), **self.options())
+        ck = self.warmup(buffers)
         ck._init_handles()
         self._set_groups(int(ck.n_regs), int(ck.metadata.shared))
         return ck
@@ -206,12 +210,17 @@ class Program:
             for st in self.stages:
                 launch(st, self._buffers(st, inputs, outputs, held))
 
-    def compile(self, inputs: list[torch.Tensor], outputs: list[torch.Tensor]) -> tuple[int, int]:
-        """Build every stage without running it; the most registers and spill bytes of any stage (Triton reports
-        a kernel's local memory in 4-byte words)."""
+    def compile(
+        self, inputs: list[torch.Tensor], outputs: list[torch.Tensor], in_workers: bool = False
+    ) -> tuple[int, int]:
+        """Build every stage without running it, `in_workers`: in the compile workers first, all stages at once;
+        the most registers and spill bytes of any stage (Triton reports a kernel's local memory in 4-byte words)."""
         held = self._held(outputs[0].device)
+        buffers = [self._buffers(st, inputs, outputs, held) for st in self.stages]
+        if in_workers and not device.interpreted():
+            workers.precompile([(st.kernel, functools.partial(st.warmup, b)) for st, b in zip(self.stages, buffers)])
         regs = spills = 0
-        for st in self.stages:
-            compiled = st.compile(self._buffers(st, inputs, outputs, held))
+        for st, b in zip(self.stages, buffers):
+            compiled = st.compile(b)
             regs, spills = max(regs, int(compiled.n_regs)), max(spills, 4 * int(compiled.n_spills))
         return regs, spills

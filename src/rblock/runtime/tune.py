@@ -51,7 +51,7 @@ def tune(
 
     def build(cfg: Config) -> tuple[Config, tuple[int, int] | Exception]:
         try:
-            return cfg, programs[cfg].compile(inputs, outputs)
+            return cfg, programs[cfg].compile(inputs, outputs, in_workers=True)
         except Exception as e:  # out of resources, or a Triton bug: the candidate is skipped, not fatal
             return cfg, e
 
@@ -101,8 +101,9 @@ def tune(
 def compile_all(
     configs: list[Config], build: Callable[[Config], tuple[Config, object]], wait_s: float
 ) -> dict[Config, object]:
-    """`build` every config on a thread of its own (ptxas runs outside the GIL). Past `wait_s` seconds, the configs
-    still compiling are left out once one has compiled; their daemon threads finish unobserved."""
+    """`build` every config on a thread of its own (each waits on its compile workers, or compiles here). Past
+    `wait_s` seconds, the configs still compiling are left out once one has compiled; their daemon threads finish
+    unobserved."""
     configs = list(dict.fromkeys(configs))  # two candidates may share a config: one compile, one result
     results: dict[Config, object] = {}
     changed = threading.Condition()
