@@ -47,6 +47,7 @@ SCRIPT = textwrap.dedent(
     def files():
         return {os.path.join(d, f) for d, _, fs in os.walk(os.environ["TRITON_CACHE_DIR"]) for f in fs}
 
+    workers.IDLE_S = args["idle_s"]
     pool = workers.pool()
     if args["kill"]:
         for w in pool.workers:
@@ -55,14 +56,19 @@ SCRIPT = textwrap.dedent(
     workers.precompile(kernels)
     by_workers = files()
     compiled = [warm() for _, warm in kernels]
+    alive = sum(w.proc.poll() is None for w in pool.workers) if pool else 0
+    time.sleep(2 * args["idle_s"] if args["idle_s"] < 60 else 0)
+    exited = [w.proc.poll() is not None for w in pool.workers] if pool else []
     print(json.dumps({
         "workers": len(pool.workers) if pool else 0,
-        "alive": sum(w.proc.poll() is None for w in pool.workers) if pool else 0,
+        "alive": alive,
         "by_workers": len(by_workers),
         "new_here": len(files() - by_workers),
         "names": [c.metadata.name for c in compiled],
         "cubins": [len(c.asm["cubin"]) for c in compiled],
         "spied": spied,
+        "exited": exited,
+        "left": len(workers._pool),
     }))
     """
 )
@@ -95,10 +101,10 @@ def _jobs(tmp_path) -> list[dict]:
     return jobs
 
 
-def _run(tmp_path, jobs, workers: str, kill: bool = False) -> dict:
+def _run(tmp_path, jobs, workers: str, kill: bool = False, idle_s: float = 60.0) -> dict:
     env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
     env |= {"TRITON_CACHE_DIR": str(tmp_path / "triton"), "RBLOCK_COMPILE_WORKERS": workers}
-    args = json.dumps({"jobs": jobs, "kill": kill})
+    args = json.dumps({"jobs": jobs, "kill": kill, "idle_s": idle_s})
     done = subprocess.run([sys.executable, "-c", SCRIPT, args], capture_output=True, text=True, env=env, timeout=300)
     assert done.returncode == 0, done.stderr[-3000:]
     return json.loads(done.stdout.strip().splitlines()[-1])
@@ -128,11 +134,22 @@ def test_dead_workers_are_replaced_and_the_jit_compiles_here(tmp_path):
     assert got["new_here"] > 0 and got["names"] == [j["name"] for j in jobs]
 
 
+def test_idle_workers_exit(tmp_path):
+    got = _run(tmp_path, _jobs(tmp_path), "2", idle_s=0.5)
+    assert got["new_here"] == 0  # they compiled first
+    assert got["exited"] == [True, True] and got["left"] == 0
+
+
 def test_worker_count_from_the_environment(monkeypatch):
     monkeypatch.setenv("RBLOCK_COMPILE_WORKERS", "3")
     assert compile_workers() == 3
     monkeypatch.delenv("RBLOCK_COMPILE_WORKERS")
-    assert 0 <= compile_workers() <= 16
+    monkeypatch.setattr(os, "sched_getaffinity", lambda pid: set(range(64)), raising=False)
+    assert compile_workers() == 16
+    monkeypatch.setenv("LOCAL_WORLD_SIZE", "8")
+    assert compile_workers() == 8
+    monkeypatch.setenv("LOCAL_WORLD_SIZE", "64")
+    assert compile_workers() == 0
     monkeypatch.setenv("RBLOCK_COMPILE_WORKERS", "many")
     with pytest.raises(ValueError, match="RBLOCK_COMPILE_WORKERS must be a number of processes >= 0, got 'many'"):
         compile_workers()

@@ -9,8 +9,9 @@ Environment variables (also tabled in docs/env_vars.md):
   launch is co-resident).
 - RBLOCK_PDL: 0 launches every kernel only after the one before it has finished; 1 (default) lets a kernel be
   scheduled while the one before it ends, on GPUs that can (compute capability 9.0 on).
-- RBLOCK_COMPILE_WORKERS: how many processes compile the tuner's candidates (default: one per CPU this process may
-  run on, at most 16; none with one CPU); 0 compiles them on threads of this process.
+- RBLOCK_COMPILE_WORKERS: how many processes compile the tuner's candidates (default: the CPUs this process may run
+  on, shared among the LOCAL_WORLD_SIZE processes a launcher such as torchrun starts on a machine, at most 16; none
+  with one CPU); 0 compiles them on threads of this process.
 """
 
 from __future__ import annotations
@@ -48,6 +49,8 @@ def compile_workers() -> int:
     text = os.environ.get("RBLOCK_COMPILE_WORKERS")
     if text is None:
         cpus = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
+        local = os.environ.get("LOCAL_WORLD_SIZE", "1")
+        cpus //= max(int(local), 1) if local.isdigit() else 1
         return min(cpus, 16) if cpus > 1 else 0
     if not text.isdigit():
         raise ValueError(f"rblock: RBLOCK_COMPILE_WORKERS must be a number of processes >= 0, got {text!r}")

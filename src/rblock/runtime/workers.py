@@ -14,6 +14,7 @@ answering "skip", and the hook keeps the specialization data the JIT serializes 
 from __future__ import annotations
 
 import atexit
+import contextlib
 import contextvars
 import json
 import os
@@ -21,7 +22,8 @@ import queue
 import subprocess
 import sys
 import threading
-from collections.abc import Callable
+import time
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 from rblock.settings import compile_workers
@@ -51,12 +53,12 @@ def _hooked() -> bool:
 
 def specializations(warmup: Callable[[], object]) -> list[str]:
     """Run a JIT warmup with compiling held back: the specialization data of the kernel it would compile (none
-    when the JIT has it already, or when the warmup fails: then it fails again here, where it is reported)."""
+    when the JIT has it already, or when the warmup fails)."""
     box: list[str] = []
     token = _capturing.set(box)
     try:
         warmup()
-    except Exception:  # noqa: BLE001 -- the warmup outside the workers raises it again
+    except Exception:  # noqa: BLE001 -- the warmup outside the workers raises it again, where it is reported
         return []
     finally:
         _capturing.reset(token)
@@ -108,6 +110,9 @@ class Pool:
     def __init__(self, size: int) -> None:
         self.env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
         self.pid = os.getpid()
+        self.users = 0  # precompiles under way
+        self.last_used = time.monotonic()
+        self.timer: threading.Timer | None = None  # closes them once idle
         self.idle: queue.Queue[_Worker] = queue.Queue()
         self.workers = [_Worker(self.env) for _ in range(size)]
         for w in self.workers:
@@ -134,24 +139,62 @@ class Pool:
             w.stop()
 
 
+IDLE_S = 60.0
+"""Workers idle this long exit (about 130 MB each after compiling a dozen kernels); the next tuning starts new
+ones, 0.1-0.2 s from start to a first answer. Tunings come in bursts: the first calls of new shapes."""
+
 _pool: list[Pool] = []
 _pool_lock = threading.Lock()
+
+
+def _current() -> Pool | None:
+    size = compile_workers()
+    if size == 0:
+        return None
+    if _pool and _pool[0].pid != os.getpid():
+        _pool.clear()  # a forked child: the pipes are the parent's
+    if not _hooked():
+        return None
+    if not _pool:
+        _pool.append(Pool(size))
+    return _pool[0]
 
 
 def pool() -> Pool | None:
     """This process's workers, started on first use; None where there are none (RBLOCK_COMPILE_WORKERS=0 or one
     CPU) or where Triton's JIT would not call our hook."""
-    size = compile_workers()
-    if size == 0:
-        return None
     with _pool_lock:
-        if _pool and _pool[0].pid != os.getpid():
-            _pool.clear()  # a forked child: the pipes are the parent's
-        if not _hooked():
-            return None
-        if not _pool:
-            _pool.append(Pool(size))
-        return _pool[0]
+        return _current()
+
+
+@contextlib.contextmanager
+def _in_use() -> Iterator[Pool | None]:
+    """The workers, kept from closing while in use; once none uses them, they close after IDLE_S."""
+    with _pool_lock:
+        workers = _current()
+        if workers is not None:
+            workers.users += 1
+    if workers is None:
+        yield None
+        return
+    try:
+        yield workers
+    finally:
+        with _pool_lock:
+            workers.users -= 1
+            workers.last_used = time.monotonic()
+            if workers.users == 0:
+                if workers.timer is not None:
+                    workers.timer.cancel()
+                workers.timer = threading.Timer(IDLE_S, _close_if_idle)
+                workers.timer.daemon = True
+                workers.timer.start()
+
+
+def _close_if_idle() -> None:
+    with _pool_lock:
+        if _pool and _pool[0].users == 0 and time.monotonic() - _pool[0].last_used >= IDLE_S:
+            _pool.pop().close()
 
 
 @atexit.register
@@ -163,9 +206,12 @@ def _close() -> None:
 def precompile(kernels: list[tuple[object, Callable[[], object]]]) -> None:
     """Compile in the workers what each (JIT kernel, its warmup) would compile here, all at once, and return when
     they are done: the warmups then find their kernels in Triton's cache. Without workers, does nothing."""
-    workers = pool()
-    if workers is None:
-        return
+    with _in_use() as workers:
+        if workers is not None:
+            _precompile(workers, kernels)
+
+
+def _precompile(workers: Pool, kernels: list[tuple[object, Callable[[], object]]]) -> None:
     from triton import knobs
     from triton.runtime import driver
 
