@@ -105,7 +105,8 @@ class _Worker:
 
 
 class Pool:
-    """`size` workers, started at once; each job goes to an idle one. A worker that dies is replaced."""
+    """Up to `size` workers (as many as could be started), started at once; each job goes to an idle one. A worker
+    that dies is replaced."""
 
     def __init__(self, size: int) -> None:
         self.env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
@@ -114,20 +115,25 @@ class Pool:
         self.last_used = time.monotonic()
         self.timer: threading.Timer | None = None  # closes them once idle
         self.idle: queue.Queue[_Worker] = queue.Queue()
-        self.workers = [_Worker(self.env) for _ in range(size)]
-        for w in self.workers:
-            self.idle.put(w)
+        self.workers: list[_Worker] = []
+        for _ in range(size):
+            try:
+                self.workers.append(_Worker(self.env))
+            except OSError:  # no more processes to be had
+                break
+            self.idle.put(self.workers[-1])
 
     def compile(self, job: dict) -> bool:
         """Whether a worker put the kernel in Triton's cache."""
         worker = self.idle.get()
         try:
             return worker.compile(job) is None
-        except (OSError, ValueError):
+        except (OSError, ValueError):  # it died, or answered nonsense: a new one takes its place if one starts
             worker.stop()
-            self.workers.remove(worker)
-            worker = _Worker(self.env)
-            self.workers.append(worker)
+            with contextlib.suppress(OSError):
+                new = _Worker(self.env)
+                self.workers[self.workers.index(worker)] = new
+                worker = new
             return False
         finally:
             self.idle.put(worker)
@@ -157,7 +163,7 @@ def _current() -> Pool | None:
         return None
     if not _pool:
         _pool.append(Pool(size))
-    return _pool[0]
+    return _pool[0] if _pool[0].workers else None
 
 
 def pool() -> Pool | None:
