@@ -12,7 +12,8 @@ import textwrap
 import pytest
 import torch
 
-from rblock.compiler import make_program, recording
+from rblock.compiler import TORCH_DTYPES, make_program, recording
+from rblock.ir.nodes import DType
 from rblock.ops.registry import OPS
 from rblock.settings import compile_workers
 
@@ -73,8 +74,6 @@ SCRIPT = textwrap.dedent(
     """
 )
 
-DTYPES = {"f32": "float32", "f16": "float16", "bf16": "bfloat16", "i64": "int64", "i32": "int32", "b1": "bool"}
-
 
 def _jobs(tmp_path) -> list[dict]:
     """A split reduction's kernels of rms_norm (partials, combine, outputs), as launched on an H200."""
@@ -93,7 +92,7 @@ def _jobs(tmp_path) -> list[dict]:
             {
                 "path": str(path),
                 "name": st.spec.name,
-                "dtypes": [DTYPES[dt] for dt in st.spec.pointer_dtypes],
+                "dtypes": [str(TORCH_DTYPES[DType(dt)]).removeprefix("torch.") for dt in st.spec.pointer_dtypes],
                 "xnumel": st.xnumel,
                 "options": st.options(),
             }

@@ -16,6 +16,7 @@ from __future__ import annotations
 import atexit
 import contextlib
 import contextvars
+import functools
 import json
 import os
 import queue
@@ -65,11 +66,15 @@ def specializations(warmup: Callable[[], object]) -> list[str]:
     return box
 
 
+@functools.cache
+def _worker_code() -> str:
+    return (Path(__file__).parent / "compile_worker.py").read_text()
+
+
 class _Worker:
     def __init__(self, env: dict[str, str]) -> None:
-        code = (Path(__file__).parent / "compile_worker.py").read_text()
         self.proc = subprocess.Popen(
-            [sys.executable, "-c", code],
+            [sys.executable, "-c", _worker_code()],
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
             stderr=subprocess.DEVNULL,
