@@ -37,12 +37,14 @@ OPS_SPLIT = [
 TOL = {torch.float32: 1e-5, torch.bfloat16: 2e-2}
 
 
-FORMS = [  # (dtype, form): recompute only matters for 16-bit inputs
+FORMS = [  # (dtype, form): recompute only matters for 16-bit inputs, the walk for rows off 16-byte boundaries
     (torch.float32, ""),
     (torch.bfloat16, ""),
     (torch.float32, "prefetch"),
     (torch.bfloat16, "recompute"),
     (torch.bfloat16, "prefetch+recompute"),
+    (torch.bfloat16, "align"),
+    (torch.bfloat16, "align+recompute"),
 ]
 
 
@@ -50,16 +52,64 @@ FORMS = [  # (dtype, form): recompute only matters for 16-bit inputs
 @pytest.mark.parametrize("op", OPS_SPLIT)
 def test_split_row_matches_pytorch(op: str, dtype: torch.dtype, form: str):
     """2500 = 4 slices of 512 + one of 452; 30 rows over 26 row groups (132 SMs / 5): some groups take two rows, and
-    with prefetch some load a row past the last (masked)."""
+    with prefetch some load a row past the last (masked). bf16 rows of 2500 start off 16-byte boundaries but for
+    every fourth: with `align` each is walked from the boundary below its start, in the same 5 slices."""
     torch.manual_seed(len(op))
     spec = OPS[op]
     inputs = spec.make_inputs(30, 2500, dtype, "cpu")
     inputs[0] = inputs[0] + 3.0  # a mean far from zero exercises the mean/M2 combine
-    cfg = rblock.Config("split_row", 1, 512, 4, split=5, prefetch="prefetch" in form, recompute="recompute" in form)
+    flags = {k: k in form for k in ("prefetch", "recompute", "align")}
+    cfg = rblock.Config("split_row", 1, 512, 4, split=5, **flags)
     with rblock.settings(config=cfg), recording() as log:
         out = spec.run(inputs, -1)
     assert log[0].config == cfg
+    assert ("_walk_load(" in log[0].program.stages[0].spec.source) == cfg.align
     assert max_rel_error(out, spec.reference(inputs, -1)) < TOL[dtype]
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16], ids=["fp32", "bf16"])
+@pytest.mark.parametrize("op", OPS_SPLIT + ["cross_entropy"])
+def test_walked_split_rows_where_the_last_row_ends_inside_a_vector(op: str, dtype: torch.dtype):
+    """13 rows of 2501: the tensor ends 1 element into a 16-byte vector, so its last row loads its last partial vector
+    element by element (the other rows whole vectors, reading up to 7 elements of their neighbours, which every
+    reduction and store leaves out). Every row's slices hold a different count of its elements: the first slice
+    loses the row's shift below its boundary, which mean-variance weighs."""
+    torch.manual_seed(len(op) + 1)
+    spec = OPS[op]
+    inputs = spec.make_inputs(13, 2501, dtype, "cpu")
+    far = (40.0 * (torch.arange(2501) >= 2048)).to(dtype)  # the last slice's elements far from the rest
+    inputs[0] = inputs[0] + far
+    cfg = rblock.Config("split_row", 1, 512, 4, split=5, align=True)
+    if op == "cross_entropy":  # its row kernel alone: the mean over rows takes no split_row config
+        inputs[1][3] = -100
+        with rblock.settings(config=cfg), recording() as log:
+            out = rblock.ops.cross_entropy(*inputs, reduction="none")
+        ref = torch.nn.functional.cross_entropy(inputs[0].double(), inputs[1], reduction="none")
+    else:
+        with rblock.settings(config=cfg), recording() as log:
+            out = spec.run(inputs, -1)
+        ref = spec.reference(inputs, -1)
+    source = log[0].program.stages[0].spec.source
+    assert "_walk_load(" in source and "else:" in source.split("def _walk_load")[1].split("@triton.jit")[0]
+    assert max_rel_error(out, ref) < TOL[dtype]
+
+
+def test_walked_split_rows_inside_longer_rows():
+    """Rows of 2500 inside rows of 2503 (a slice of a wider tensor): the walk follows each row's own start."""
+    torch.manual_seed(5)
+    x = torch.randn(9, 2503, dtype=torch.bfloat16)[:, :2500] * 3
+    with rblock.settings(config=rblock.Config("split_row", 1, 512, 4, split=5, align=True)):
+        got = (rblock.ops.softmax(x, -1), rblock.ops.var(x, -1))
+    assert max_rel_error(got[0], torch.softmax(x.double(), -1)) < TOL[torch.bfloat16]
+    assert max_rel_error(got[1], torch.var(x.double(), -1)) < TOL[torch.bfloat16]
+
+
+def test_walked_split_rows_must_cover_the_walk():
+    """2557 elements in 5 slices of 512 (2560): a row starting up to 7 elements past its boundary would not fit."""
+    x = torch.randn(3, 2557, dtype=torch.bfloat16)
+    with rblock.settings(config=rblock.Config("split_row", 1, 512, 4, split=5, align=True)):
+        with pytest.raises(InvalidArgument, match="walked from the 16-byte boundary"):
+            rblock.ops.softmax(x, -1)
 
 
 @pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16], ids=["fp32", "bf16"])

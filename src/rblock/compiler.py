@@ -102,14 +102,18 @@ def build(name: str, fn, args: tuple, kwargs: dict, s: settings_mod.Settings, h:
     from_cache = False
     if s.config is not None:
         cfg = s.config
+        walk = misaligned_walk(g) if cfg.align else None
+        early = walk[1] - 1 if walk else 0  # a walk starts up to a vector before the row
         if cfg.kind == "split_row":
-            if not can_split_row(g) or not cfg.RBLOCK * (cfg.split - 1) < g.rnumel <= cfg.RBLOCK * cfg.split:
+            covers = cfg.RBLOCK * (cfg.split - 1) < g.rnumel and g.rnumel + early <= cfg.RBLOCK * cfg.split
+            if not can_split_row(g) or not covers:
                 raise InvalidArgument(
                     "settings",
                     "config",
                     f"splits {name}'s rows of {g.rnumel} over {cfg.split} programs of RBLOCK {cfg.RBLOCK}: not "
                     "possible (one level of sum/max/min/mean-variance/softmax reductions, and every program "
-                    "holding part of the row)",
+                    "holding part of the row"
+                    + (", walked from the 16-byte boundary below its start)" if walk else ")"),
                 )
         elif cfg.split > 1 and not (can_split(g) and no_empty_slice(g.rnumel, cfg.split)):
             raise InvalidArgument(
@@ -119,9 +123,8 @@ def build(name: str, fn, args: tuple, kwargs: dict, s: settings_mod.Settings, h:
                 "mean-variance or softmax reductions and no gathers; slices of equal length but a shorter last one, "
                 "none of them empty)",
             )
-        walk = misaligned_walk(g) if cfg.align else None
-        span = -(-g.rnumel // cfg.split) + (walk[1] - 1 if walk else 0)  # a walk starts up to a vector early
-        if cfg.single_pass and cfg.RBLOCK * cfg.tiles < span:
+        span = -(-g.rnumel // cfg.split) + early
+        if cfg.single_pass and cfg.kind != "split_row" and cfg.RBLOCK * cfg.tiles < span:
             raise InvalidArgument(
                 "settings",
                 "config",

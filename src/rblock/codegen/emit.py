@@ -98,6 +98,19 @@ def _exp_minus(x, shift):  # e^(x - shift) with one multiply-add per element whe
     return _exp2(x * 1.4426950408889634 - shift * 1.4426950408889634)
 """
 
+# Split rows walked from 16-byte boundaries: a row's loads, in whole vectors but for a row whose last vector would
+# reach past the end of its tensor (the tensor's last row), which loads its last partial vector element by element.
+WALK_LOAD = """
+@triton.jit
+def _walk_load(p, whole, wmask, vmask, mask, policy: tl.constexpr):
+    if whole:
+        v = tl.load(p, wmask, other=0, eviction_policy=policy)
+    else:
+        head = tl.load(p, vmask, other=0, eviction_policy=policy)
+        v = tl.where(vmask, head, tl.load(p, mask & ~vmask, other=0, eviction_policy=policy))
+    return v
+"""
+
 # split_row kernels' waits: with max_spins > 0 a wait gives up after that many polls and raises the flag at counter 0
 # (the host reports it; RBLOCK_DEBUG_SYNC).
 WAIT_BOUND = """

@@ -24,6 +24,7 @@ from rblock.codegen.emit import (
     TL_DTYPE,
     TOTALS,
     WAIT_BOUND,
+    WALK_LOAD,
     dim_vars,
     gather,
     literal,
@@ -81,6 +82,7 @@ def generate(
         PLAIN_HELPERS if interpret else PTX_HELPERS,
         *([WAIT_BOUND, ROW_WORDS] if words else [WAIT_BOUND, ROW_BARRIER] if split_row and phase == "all" else []),
         *([TOTALS] if totals else []),
+        *([WALK_LOAD] if split_row and made.walk else []),
         "",
         "@triton.jit",
         f"def {name}({', '.join(args)}, xnumel, XBLOCK: tl.constexpr, RBLOCK: tl.constexpr):",
@@ -175,18 +177,10 @@ class _Body(ChunkLoop, RowLoop, Totals):
         ]
         if not self.walk:
             return self.out + self._body()
-        xoff, v, w = self._index(self.walk, with_r=False)[0], self.vec, self.walk
-        head = self.out + [  # whole vectors from the boundary at or below each row's start
-            f"xalign = ({xoff}) // {v} * {v}",
-            f"rshift = {xoff} - xalign",
-        ]
+        head = self.out + self._walk_start()
         if not g.rnumel:  # empty rows: no vector holds any part of one
             return head + self._body()
-        extent = w.offset + sum((size - 1) * st for size, st in zip(g.x_sizes, w.x_strides)) + g.rnumel
-        head += [
-            f"rend = xalign + (rshift + rnumel + {v - 1}) // {v} * {v}  # the end of each row's last vector",
-            f"whole = tl.max(tl.max(tl.where(xmask, rend, 0), 1), 0) <= {extent}  # all inside the tensors",
-        ]
+        head += self._walk_whole()
         self.whole = True
         first = self._body()
         self._fresh_names()
@@ -198,6 +192,20 @@ class _Body(ChunkLoop, RowLoop, Totals):
             *[f"    {line}" for line in first],
             "else:  # a row that ends its tensor: its last partial vector element by element",
             *[f"    {line}" for line in last],
+        ]
+
+    def _walk_start(self) -> list[str]:
+        """align: each row's boundary at or below its start, and how far below (the rows' x dims in scope)."""
+        xoff, v = self._index(self.walk, with_r=False)[0], self.vec
+        return [f"xalign = ({xoff}) // {v} * {v}", f"rshift = {xoff} - xalign"]
+
+    def _walk_whole(self) -> list[str]:
+        """align: `whole`, whether the last vector of every row in `xmask` lies inside the tensors."""
+        g, w, v = self.g, self.walk, self.vec
+        extent = w.offset + sum((size - 1) * st for size, st in zip(g.x_sizes, w.x_strides)) + g.rnumel
+        return [
+            f"rend = xalign + (rshift + rnumel + {v - 1}) // {v} * {v}  # the end of each row's last vector",
+            f"whole = tl.max(tl.max(tl.where(xmask, rend, 0), 1), 0) <= {extent}  # all inside the tensors",
         ]
 
     def _body(self) -> list[str]:
@@ -229,6 +237,24 @@ class _Body(ChunkLoop, RowLoop, Totals):
                 self.emit(i)
         return self.out + self._shares("=")
 
+    def _walk_masks(self, every_vector: bool) -> list[str]:
+        """align: the row's element indices and masks at the walk's positions `jindex` (`jvec`: their vectors'
+        first); `every_vector`: also `wmask`, for loads of whole vectors."""
+        v = self.vec
+        return [
+            "rindex = jindex - rshift",
+            "rmask = (rindex >= 0) & (rindex < rnumel)",
+            *dim_vars("r", "rindex", self.g.r_sizes),
+            "mask = xmask & rmask",
+            f"vmask = xmask & (jvec + {v} <= rnumel + rshift)  # whole vectors of the row's span",
+            "smask = vmask & (jvec >= rshift)  # ... and of the row alone",
+            *(
+                ["wmask = xmask & (jvec < rnumel + rshift)  # every vector holding part of the row"]
+                if every_vector
+                else []
+            ),
+        ]
+
     def _sfx(self) -> str:
         """Suffix of the current tile's names (none for one tile)."""
         return f"_t{self.tile}" if self.tiles > 1 else ""
@@ -236,22 +262,8 @@ class _Body(ChunkLoop, RowLoop, Totals):
     def _r_header(self, rindex: str) -> None:
         s = self._sfx()
         if self.walk:
-            v = self.vec
-            self.out += [
-                f"jindex = {rindex}",
-                "rindex = jindex - rshift",
-                "rmask = (rindex >= 0) & (rindex < rnumel)",
-                *dim_vars("r", "rindex", self.g.r_sizes),
-                "mask = xmask & rmask",
-                f"jvec = jindex // {v} * {v}",
-                f"vmask = xmask & (jvec + {v} <= rnumel + rshift)  # whole vectors of the row's span",
-                "smask = vmask & (jvec >= rshift)  # ... and of the row alone",
-                *(
-                    ["wmask = xmask & (jvec < rnumel + rshift)  # every vector holding part of the row"]
-                    if self.whole
-                    else []
-                ),
-            ]
+            self.out += [f"jindex = {rindex}", f"jvec = jindex // {self.vec} * {self.vec}"]
+            self.out += self._walk_masks(every_vector=self.whole)
             return
         self.out.append(f"rindex{s} = {rindex}")
         tail = f" & (x0 * rnumel + rindex{s} < {self.g.r_extent})" if self.g.r_extent else ""  # a short last slice
@@ -404,6 +416,8 @@ class _Body(ChunkLoop, RowLoop, Totals):
             text = f"tl.where(vmask, tl.load({p}, vmask, other=0{pol}), tl.load({p}, mask & ~vmask, other=0{pol}))"
             if self.whole:
                 text = f"tl.load({p}, wmask, other=0{pol})"
+            elif self.split_row:  # `whole` is the row's own: a branch per load
+                text = f"_walk_load({p}, whole, wmask, vmask, mask, {policy or ''!r})"
             return f"_widen({text})" if widen and dt in (DType.BF16, DType.F16) else text
         args = [f"{self._ptr(acc.buffer)} + ({idx})"]
         if mask:
@@ -445,6 +459,8 @@ class _Body(ChunkLoop, RowLoop, Totals):
         if self._walks(acc):  # whole vectors of the row, then its partial first and last vectors
             p = f"{self._ptr(acc.buffer)} + (xalign + jindex)"
             whole, edges = f"tl.store({p}, {value}, smask{pol})", f"tl.store({p}, {value}, mask & ~smask{pol})"
+            if self.split_row:  # the row's partial vectors lie in its first and last slices
+                return [whole, "if (part == 0) | (part == parts - 1):", f"    {edges}"]
             if not self.looped:
                 return [whole, edges]
             v = self.vec  # chunks within a vector of the row's ends hold its partial vectors; others need none

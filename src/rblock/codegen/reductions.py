@@ -40,8 +40,18 @@ def exchanges_words(g: KernelGraph) -> bool:
     return all(dt == DType.F32 for _, _, dt in partial_slots(g))
 
 
-def split_row_partial(g: KernelGraph, i: int, v: str) -> list[str]:
-    """split_row: reduce this program's slice of the row (value `v`) to tmp{i}_p0 (and _p1)."""
+def _slice_count(p: str, walked: str) -> str:
+    """Elements of the row in slice `p`; `walked`: the row's shift below its boundary (its first slice holds that
+    many positions before the row), or "" where the slices start at the row's first element."""
+    if not walked:
+        return f"tl.minimum(tl.maximum(rnumel - {p} * RBLOCK, 0), RBLOCK).to(tl.float32)"
+    end = f"tl.minimum(tl.maximum(rnumel + {walked} - {p} * RBLOCK, 0), RBLOCK)"
+    return f"({end} - tl.where({p} == 0, {walked}, 0)).to(tl.float32)"
+
+
+def split_row_partial(g: KernelGraph, i: int, v: str, walked: bool = False) -> list[str]:
+    """split_row: reduce this program's slice of the row (value `v`) to tmp{i}_p0 (and _p1); `walked`: the slices
+    are walked from the row's boundary (`rshift`)."""
     t, op = f"tmp{i}", g.nodes[i].op
     zero = "0.0" if g.nodes[g.nodes[i].args[0]].dtype.is_float else "0"
     if op == Op.SUM:
@@ -53,7 +63,7 @@ def split_row_partial(g: KernelGraph, i: int, v: str) -> list[str]:
     if op == Op.WELFORD:  # the slice's mean and M2, as a single pass takes a whole row's
         count = f"{t}_n"
         return [
-            f"{count} = tl.minimum(rnumel - part * RBLOCK, RBLOCK).to(tl.float32)  # elements in this slice",
+            f"{count} = {_slice_count('part', 'rshift' if walked else '')}  # elements in this slice",
             *single_pass(g, i, [v], ["mask"], [], lambda _, names: (names, []), count),
             f"{t}_p0, {t}_p1 = {t}_0, {t}_1",
         ]
@@ -73,9 +83,12 @@ def slice_exps_rescaled(i: int) -> str:
     return f'{t}_e * tl.where({t}_p0 == float("-inf"), 0.0, _exp_minus({t}_shift, {t}_0))'
 
 
-def split_row_combine(g: KernelGraph, i: int, ws: list[int], parts: int, spins: int | None = None) -> list[str]:
+def split_row_combine(
+    g: KernelGraph, i: int, ws: list[int], parts: int, spins: int | None = None, walked: bool = False
+) -> list[str]:
     """split_row: the row's result from every slice's partial results (slots `ws`) of `parts` slices: loaded from
-    the workspaces, or with `spins` (the wait's bound, 0: none) polled from the row's words (`ROW_WORDS`)."""
+    the workspaces, or with `spins` (the wait's bound, 0: none) polled from the row's words (`ROW_WORDS`);
+    `walked`: the slices are walked from the row's boundary (`rshift`)."""
     t, n = f"tmp{i}", g.nodes[i]
     zero = "0.0" if n.op != Op.SUM or n.dtype.is_float else "0"
     ident = {
@@ -109,9 +122,9 @@ def split_row_combine(g: KernelGraph, i: int, ws: list[int], parts: int, spins: 
         # Chan's combine over the polled words, M2 = sum(M2_p + n_p * (mean_p - mean)^2), in three reductions of the
         # [parts] tiles (picking each slice's values out of them took 3 * parts). The mean is the first slice's plus
         # a weighted correction (exact for a constant row); slices past the row's end count 0.
-        cnt = "tl.minimum(tl.maximum(rnumel - pindex * RBLOCK, 0), RBLOCK).to(tl.float32)"
+        shift = "tl.sum(tl.sum(rshift, 1), 0)" if walked else ""  # one row per program: a scalar, as the words
         return lines + [
-            f"{t}_n = {cnt}  # elements in each slice",
+            f"{t}_n = {_slice_count('pindex', shift)}  # elements in each slice",
             f"{t}_ref = tl.sum(tl.where(pindex == 0, {t}_q0, 0.0), 0)",
             f"{t}_0 = {t}_ref + tl.sum({t}_n * ({t}_q0 - {t}_ref), 0) / rnumel",
             f"{t}_dev = {t}_q0 - {t}_0",
@@ -124,7 +137,7 @@ def split_row_combine(g: KernelGraph, i: int, ws: list[int], parts: int, spins: 
         mean, m2 = (
             f'tl.load(ws_ptr{k} + (xindex * parts + {{p}}), xmask, other=0.0, cache_modifier=".cg")' for k in ws
         )
-        cnt = "tl.minimum(tl.maximum(rnumel - p * RBLOCK, 0), RBLOCK).to(tl.float32)"
+        cnt = _slice_count("p", "rshift" if walked else "")
         return lines + [
             f"{t}_ref = {mean.format(p=0)}",
             f"{t}_0 = tl.zeros([XBLOCK, 1], tl.float32)",

@@ -31,6 +31,7 @@ class RowLoop:
 
     def _row_loop_lines(self) -> list[str]:
         g, parts = self.g, self.cfg.split if self.split_row else 1
+        ahead = self._prefetched()
         wide = g.index_bits == 64
         head = [
             f"rnumel = {g.rnumel}",
@@ -39,10 +40,13 @@ class RowLoop:
             "group = pid // parts",
             "part = pid % parts",
             "groups = tl.num_programs(0) // parts",
-            "rindex = part * RBLOCK + tl.arange(0, RBLOCK)[None, :]",
-            "rmask = rindex < rnumel",
-            *dim_vars("r", "rindex", g.r_sizes),
         ]
+        slice_ = "part * RBLOCK + tl.arange(0, RBLOCK)[None, :]"
+        if self.walk:  # the slice's positions in the walk from each row's boundary; its elements depend on the row
+            assert not ahead, "walks are not generated for rows loaded ahead"
+            head += [f"jindex = {slice_}", f"jvec = jindex // {self.vec} * {self.vec}"]
+        else:
+            head += [f"rindex = {slice_}", "rmask = rindex < rnumel", *dim_vars("r", "rindex", g.r_sizes)]
         if self.split_row:
             head += [
                 f"pindex = tl.arange(0, {1 << (parts - 1).bit_length()}){'' if self.words else '[None, :]'}"
@@ -56,10 +60,13 @@ class RowLoop:
             "xindex = xoffset + tl.arange(0, XBLOCK)[:, None]",
             "xmask = xindex < xnumel",
             *dim_vars("x", "xindex", g.x_sizes),
-            "mask = xmask & rmask",
+            *(
+                [*self._walk_start(), *self._walk_masks(every_vector=True), *self._walk_whole()]
+                if self.walk
+                else ["mask = xmask & rmask"]
+            ),
             *(["owner = xmask & (part == 0)  # the program that stores per-row outputs"] if self.split_row else []),
         ]
-        ahead = self._prefetched()
         if ahead:  # the first row is loaded before the loop, each next row while this one is reduced or waits
             head[-1:-1] = [
                 "xindex = group * XBLOCK + tl.arange(0, XBLOCK)[:, None]",
@@ -106,7 +113,7 @@ class RowLoop:
             if self.phase != "finish" or r in self.kept_exps.values():
                 n = self.g.nodes[r]
                 self.out.append(f"# ir %{r}: {n.op.name.lower()} %{n.args[0]}, this slice")
-                self.out += split_row_partial(g, r, self.emit(n.args[0]))
+                self.out += split_row_partial(g, r, self.emit(n.args[0]), walked=bool(self.walk))
         if self.phase != "finish":
             if words:
                 # the sets alternate by round: a program may publish its next round while another reads this one's
@@ -138,7 +145,7 @@ class RowLoop:
         self._next_epoch()  # recompute: full-size values are widened again after the barrier, not held across it
         for r in reductions:
             ws = [k for k, s in enumerate(slots) if s[0] == r]
-            self.out += split_row_combine(g, r, ws, parts, self.max_spins if words else None)
+            self.out += split_row_combine(g, r, ws, parts, self.max_spins if words else None, bool(self.walk))
             self.outer[(r, 0)] = f"tmp{r}"
         for i, n in enumerate(g.nodes):
             if n.op == Op.STORE and i not in early:

@@ -51,8 +51,11 @@ class Config:
             )
         if self.unroll > 1 and self.kind != "looped":
             raise ValueError("rblock.Config: unroll applies to looped kernels alone")
-        if self.align and (self.kind == "split_row" or self.split > 1 or self.tiles > 1):
-            raise ValueError("rblock.Config: align applies to kernels of one tile that do not split rows")
+        if self.align and ((self.split > 1 and self.kind != "split_row") or self.tiles > 1 or self.prefetch):
+            raise ValueError(
+                "rblock.Config: align applies to kernels of one tile, split rows among them, that neither split rows "
+                "over two kernels nor load rows ahead"
+            )
         if not isinstance(self.tiles, int) or self.tiles < 1:
             raise ValueError(f"rblock.Config: tiles must be a positive int, got {self.tiles!r}")
         if self.tiles > 1 and not self.single_pass:
