@@ -122,7 +122,7 @@ def split_row_combine(
         # Chan's combine over the polled words, M2 = sum(M2_p + n_p * (mean_p - mean)^2), in three reductions of the
         # [parts] tiles (picking each slice's values out of them took 3 * parts). The mean is the first slice's plus
         # a weighted correction (exact for a constant row); slices past the row's end count 0.
-        shift = "tl.sum(tl.sum(rshift, 1), 0)" if walked else ""  # one row per program: a scalar, as the words
+        shift = "tl.sum(tl.sum(rshift, 1), 0)" if walked else ""  # the row's shift as a scalar, like the words
         return lines + [
             f"{t}_n = {_slice_count('pindex', shift)}  # elements in each slice",
             f"{t}_ref = tl.sum(tl.where(pindex == 0, {t}_q0, 0.0), 0)",
