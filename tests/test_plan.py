@@ -210,24 +210,18 @@ def test_rows_off_16_byte_boundaries_get_aligned_twins(op: str, n: int, dim: int
     cands = [c.config for c in planned(op, 64, n, dim=dim)[0].plan.candidates]
     aligned = [c for c in cands if c.align]
     assert bool(aligned) == twins
-    # a split row's twin also comes at twice its warps
-    assert all(replace(c, align=False) in cands or replace(c, align=False, num_warps=c.num_warps // 2) in cands
-               for c in aligned)  # fmt: skip
-    forms = [(c.kind, c.no_rblock_scaling, c.recompute, c.num_warps if c.kind == "split_row" else 0) for c in aligned]
+    assert all(replace(c, align=False) in cands for c in aligned)
+    forms = [(c.kind, c.no_rblock_scaling, c.recompute, c.unroll > 1) for c in aligned]
     assert len(forms) == len(set(forms))  # one twin per form
-    assert not any(c.prefetch for c in aligned)
+    assert not any(c.prefetch or c.kind == "split_row" for c in aligned)
 
 
-def test_split_rows_off_16_byte_boundaries_get_aligned_twins_at_their_warps_and_twice():
+def test_unrolled_loops_get_aligned_twins_of_their_own_and_split_rows_none():
     cands = [c.config for c in planned("cross_entropy", 1335, 50257)[0].plan.candidates]
-    first = next(c for c in cands if c.kind == "split_row")  # 4 slices of 16384 cover 50257 + 7
-    assert {c for c in cands if c.kind == "split_row" and c.align} == {
-        replace(first, align=True),
-        replace(first, align=True, num_warps=2 * first.num_warps),
-    }
-    # 65536 - 3: the walk may need 7 more elements than 4 slices of 16384 hold, and 8 slices of 8192 neither
-    cands = [c.config for c in planned("softmax", 64, 65533)[0].plan.candidates]
-    assert any(c.kind == "split_row" for c in cands) and not any(c.kind == "split_row" and c.align for c in cands)
+    unrolled = next(c for c in cands if c.unroll > 1 and not c.align)
+    looped = next(c for c in cands if c.kind == "looped" and c.unroll == 1 and not c.align)
+    assert {c for c in cands if c.align} == {replace(unrolled, align=True), replace(looped, align=True)}
+    assert any(c.kind == "split_row" for c in cands)
 
 
 def test_a_single_pass_gets_an_aligned_twin_only_if_its_tile_covers_the_walk():
