@@ -89,3 +89,33 @@ def test_a_few_spilled_words_are_timed_and_more_are_dropped(monkeypatch):
     by_cfg = {t.config: t for t in trials}
     assert by_cfg[many].median_us is None and by_cfg[many].note == "spills 96 bytes"
     assert by_cfg[few].median_us == 83.6 and by_cfg[few].spill_bytes == 40
+
+
+def test_the_kept_kernel_is_the_source_the_tuner_compiled(monkeypatch):
+    """Triton's cache key holds a kernel's first line number: the program kept after tuning has the very source the
+    tuner compiled for its config, header and all (a header of another length made every first call compile the
+    chosen kernel once more)."""
+    import torch
+
+    import rblock
+    from rblock import compiler
+
+    compiled_for: dict[Config, list[str]] = {}
+
+    def tune(cands, make, inputs, outputs, h, regs_per_sm):
+        for c in cands:
+            compiled_for[c.config] = [st.spec.source for st in make(c.config).stages]
+        return cands[-1].config, []
+
+    props = compiler.device.device_properties()  # the interpreter's H100-class numbers
+    monkeypatch.setattr(compiler.device, "interpreted", lambda: False)  # the GPU's path, kernels built not run
+    monkeypatch.setattr(compiler.device, "device_properties", lambda: props)
+    monkeypatch.setattr(compiler.device, "dependent_launches", lambda: True)  # as on Hopper
+    monkeypatch.setattr(compiler, "tune", tune)
+    monkeypatch.setattr(compiler.cache, "lookup", lambda key: None)
+    monkeypatch.setattr(compiler.cache, "store", lambda *args: None)
+    f = rblock.compile(lambda x: torch.softmax(x, -1), name="softmax_kept")
+    kept = f.compiled_for(torch.randn(64, 5000))
+    assert len(compiled_for) > 1 and kept.config == list(compiled_for)[-1]
+    assert [st.spec.source for st in kept.program.stages] == compiled_for[kept.config]
+    assert kept.program.stages[0].spec.source.splitlines()[1].startswith("# x: 64 rows")  # the header is there

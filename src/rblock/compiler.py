@@ -11,6 +11,7 @@ import functools
 import math
 import re
 import threading
+from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 
 import torch
@@ -97,6 +98,12 @@ def build(name: str, fn, args: tuple, kwargs: dict, s: settings_mod.Settings, h:
     g = verify(dead_code(g))  # drop what no store needs
     features = analyze(g, h)
     p = plan(features, h, s.strategy, int(device.device_properties()["sm_count"]))
+
+    def make(cfg: Config) -> Program:
+        # one form for the candidates compiled while choosing and for the one kept: Triton's cache key holds the
+        # kernel's first line number, which a header of another length would move (a compile more per first call)
+        return make_program(g, cfg, header_lines(features, p, cfg))
+
     tensors = [t for t in pytree.tree_leaves((args, kwargs)) if isinstance(t, torch.Tensor)]
     trials: tuple[Trial, ...] = ()
     from_cache = False
@@ -134,10 +141,10 @@ def build(name: str, fn, args: tuple, kwargs: dict, s: settings_mod.Settings, h:
     elif device.interpreted():
         cfg = p.candidates[0].config
     elif not s.tune or not settings_mod.tune_enabled_by_env() or len(p.candidates) == 1:
-        cfg = _first_that_compiles(g, p, lowered, tensors)
+        cfg = _first_that_compiles(g, p, make, lowered, tensors)
     else:
-        cfg, trials, from_cache = _tuned(g, p, lowered, tensors, h, s.strategy)
-    program = make_program(g, cfg, header_lines(features, p, cfg))
+        cfg, trials, from_cache = _tuned(g, p, make, lowered, tensors, h, s.strategy)
+    program = make(cfg)
     return Compiled(g, features, p, cfg, program, lowered.input_order, lowered.outputs, out_spec, trials, from_cache)
 
 
@@ -215,27 +222,27 @@ def _buffers(lowered, tensors) -> tuple[list[torch.Tensor], list[torch.Tensor]]:
     return inputs, outs
 
 
-def _first_that_compiles(g: KernelGraph, p: Plan, lowered, tensors) -> Config:
+def _first_that_compiles(g: KernelGraph, p: Plan, make: Callable[[Config], Program], lowered, tensors) -> Config:
     """Without tuning, the planner's first candidate, or the next one if the GPU compiler refuses it."""
     inputs, outs = _buffers(lowered, tensors)
     errors = []
     for cand in p.candidates:
         try:
-            make_program(g, cand.config).compile(inputs, outs)
+            make(cand.config).compile(inputs, outs)
             return cand.config
         except Exception as e:  # out of resources and the like: try the next candidate
             errors.append(f"{cand.config}: {type(e).__name__}: {e}"[:300])
     raise CompileFailed(f"{g.name}: no candidate compiled: " + "; ".join(errors))
 
 
-def _tuned(g, p: Plan, lowered, tensors, h: Heuristics, strategy: str):
+def _tuned(g, p: Plan, make: Callable[[Config], Program], lowered, tensors, h: Heuristics, strategy: str):
     key = tune_key(g, strategy)
     hit = cache.lookup(key)
     if hit is not None:
         return hit[0], (), True
     inputs, outs = _buffers(lowered, tensors)
     regs_per_sm = int(device.device_properties()["regs_per_sm"])
-    cfg, trials = tune(list(p.candidates), functools.partial(make_program, g), inputs, outs, h, regs_per_sm)
+    cfg, trials = tune(list(p.candidates), make, inputs, outs, h, regs_per_sm)
     cache.store(key, cfg, [t.as_dict() for t in trials])
     return cfg, tuple(trials), False
 
