@@ -249,7 +249,7 @@ def _aligned(f: Features, cands: list[Candidate]) -> list[Candidate]:
     single pass needs its tile to cover the row from there). One twin per form keeps the tuning short; a loop
     unrolled is a form of its own (cross_entropy (1335, 50257) on an H100: 63.7 µs walked and unrolled, 67.6 for the
     walked loop the tuner had). Split rows, which can walk too (`Config(align=True)`), get no twin: walked, their
-    masks and positions took 127-255 registers a thread, and they ran 1.4-2.4x the walked loops' time at 50257."""
+    masks and positions took 127-255 registers a thread, and they ran 1.5-5.4x the picks' time at 50257."""
     if not f.misaligned_vector:
         return []
     why = "; rows walked from the 16-byte boundary below their start, in whole vectors"

@@ -53,8 +53,8 @@ class Config:
             raise ValueError("rblock.Config: unroll applies to looped kernels alone")
         if self.align and ((self.split > 1 and self.kind != "split_row") or self.tiles > 1 or self.prefetch):
             raise ValueError(
-                "rblock.Config: align applies to kernels of one tile, split rows among them, that neither split rows "
-                "over two kernels nor load rows ahead"
+                "rblock.Config: align applies to kernels of one tile (split_row included), not to splits over two "
+                "kernels nor to rows loaded ahead (prefetch)"
             )
         if not isinstance(self.tiles, int) or self.tiles < 1:
             raise ValueError(f"rblock.Config: tiles must be a positive int, got {self.tiles!r}")
