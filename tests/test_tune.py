@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import importlib
 import threading
 import time
+
+import pytest
 
 from rblock.plan import Config
 from rblock.runtime.tune import compile_all
@@ -119,3 +122,82 @@ def test_the_kept_kernel_is_the_source_the_tuner_compiled(monkeypatch):
     assert len(compiled_for) > 1 and kept.config == list(compiled_for)[-1]
     assert [st.spec.source for st in kept.program.stages] == compiled_for[kept.config]
     assert kept.program.stages[0].spec.source.splitlines()[1].startswith("# x: 64 rows")  # the header is there
+
+
+def _gpu_path(monkeypatch, tune):
+    """The GPU's build path on this machine: kernels generated and loaded, not compiled or run; no tuning cached."""
+    from rblock import compiler
+
+    props = compiler.device.device_properties()  # the interpreter's H100-class numbers
+    monkeypatch.setattr(compiler.device, "interpreted", lambda: False)
+    monkeypatch.setattr(compiler.device, "device_properties", lambda: props)
+    monkeypatch.setattr(compiler.device, "dependent_launches", lambda: True)  # as on Hopper
+    monkeypatch.setattr(compiler, "tune", tune)
+    monkeypatch.setattr(compiler.cache, "lookup", lambda key: None)
+    monkeypatch.setattr(compiler.cache, "store", lambda *args: None)
+    monkeypatch.setattr(compiler.workers, "pool", lambda: object())  # workers to send kernels to
+
+
+def test_cross_entropy_compiles_its_mean_beside_its_rows(monkeypatch):
+    """A first call of cross_entropy sends its mean kernel's candidates to the compile workers before its rows'
+    kernel is tuned, exactly the sources the mean's tuning then compiles, and that tuning waits for them."""
+    import torch
+
+    from rblock import compiler
+
+    ops = importlib.import_module("rblock.ops.softmax")  # the module, not the op it exports
+
+    events: list[tuple[str, frozenset[str]]] = []
+
+    def precompile(kernels):
+        events.append(("sending", frozenset(warm.func.__self__.spec.source for _, warm in kernels)))
+        time.sleep(0.3)  # still compiling when the rows' tuning ends
+        events.append(("sent", events[-1][1]))
+
+    def tune(cands, make, inputs, outputs, h, regs_per_sm):
+        sources = frozenset(st.spec.source for c in cands for st in make(c.config).stages)
+        events.append(("tuned", sources))
+        return cands[0].config, []
+
+    _gpu_path(monkeypatch, tune)
+    monkeypatch.setattr(compiler.workers, "precompile", precompile)
+    traced = []
+    trace = compiler.trace
+    monkeypatch.setattr(compiler, "trace", lambda name, *a: traced.append(name) or trace(name, *a))
+    logits, target = torch.randn(13107, 512), torch.randint(0, 512, (13107,))
+    try:
+        with compiler.recording(launch=False) as log:
+            loss = ops._rows_then_mean(logits, target, -100, torch.float32)  # the op's two kernels, as it calls them
+            ops._mean_kernel(loss, target, -100, torch.float32)
+    finally:  # entries built on a GPU's path stay out of later tests
+        ops._rows_then_mean._entries.clear()
+        ops._mean_kernel._entries.clear()
+    rows, mean = log
+    assert mean.graph.name == "cross_entropy_mean" and len(mean.plan.candidates) > 1
+    # the mean's candidates sent first, the rows tuned while they compiled, the mean tuned once they had
+    assert [kind for kind, _ in events] == ["sending", "tuned", "sent", "tuned"]
+    assert events[0][1] == events[3][1]  # what was sent ahead is what the mean's tuning compiled
+    assert all("cross_entropy_mean" in src for src in events[0][1])
+    assert sorted(traced) == ["cross_entropy", "cross_entropy_mean"]  # the mean traced once, ahead
+
+
+def test_a_prepared_call_is_built_once_and_its_errors_come_with_the_call(monkeypatch):
+    import torch
+
+    import rblock
+    from rblock import compiler
+
+    traced = []
+    trace = compiler.trace
+    monkeypatch.setattr(compiler, "trace", lambda name, *a: traced.append(name) or trace(name, *a))
+    f = rblock.compile(lambda x: torch.softmax(x, -1), name="prepared_softmax")
+    x = torch.randn(8, 300)
+    f.prepare(x)
+    f.prepare(torch.randn(8, 300))  # the same signature: nothing more
+    torch.testing.assert_close(f(x).double(), torch.softmax(x.double(), -1), rtol=1e-5, atol=1e-6)
+    f.prepare(x)  # built already: nothing more
+    assert traced == ["prepared_softmax"]
+    bad = rblock.compile(lambda x: torch.sort(x, -1).values.sum(-1), name="prepared_sort")
+    bad.prepare(x)  # what tracing refuses is not raised here
+    with pytest.raises(rblock.UnsupportedOperation, match="sort"):
+        bad(x)

@@ -32,10 +32,10 @@ from rblock.ir.split import can_split, no_empty_slice, split
 from rblock.ir.verify import verify
 from rblock.plan import DEFAULT, Config, Heuristics, Plan, plan
 from rblock.plan.candidates import next_pow2
-from rblock.runtime import cache, device
+from rblock.runtime import cache, device, workers
 from rblock.runtime.launch import Program, Stage
 from rblock.runtime.tune import Trial, tune
-from rblock.trace import DTYPES, trace
+from rblock.trace import DTYPES, Lowered, trace
 
 TORCH_DTYPES = {v: k for k, v in DTYPES.items()}
 
@@ -90,7 +90,23 @@ def header_lines(f: Features, p: Plan, cfg: Config) -> tuple[str, ...]:
     )
 
 
-def build(name: str, fn, args: tuple, kwargs: dict, s: settings_mod.Settings, h: Heuristics = DEFAULT) -> Compiled:
+@dataclass(frozen=True)
+class Front:
+    """A call's stages before a kernel is chosen: traced, simplified, analyzed and planned."""
+
+    lowered: Lowered
+    out_spec: pytree.TreeSpec
+    graph: KernelGraph
+    features: Features
+    plan: Plan
+
+    def make(self, cfg: Config) -> Program:
+        # one form for the candidates compiled while choosing and for the one kept: Triton's cache key holds the
+        # kernel's first line number, which a header of another length would move (a compile more per first call)
+        return make_program(self.graph, cfg, header_lines(self.features, self.plan, cfg))
+
+
+def front(name: str, fn, args: tuple, kwargs: dict, s: settings_mod.Settings, h: Heuristics = DEFAULT) -> Front:
     lowered, out_spec = trace(name, fn, args, kwargs)
     g = verify(lowered.graph)
     g = verify(simplify_dims(g))  # drop size-1 dims, merge dims every access walks contiguously
@@ -98,11 +114,56 @@ def build(name: str, fn, args: tuple, kwargs: dict, s: settings_mod.Settings, h:
     g = verify(dead_code(g))  # drop what no store needs
     features = analyze(g, h)
     p = plan(features, h, s.strategy, int(device.device_properties()["sm_count"]))
+    return Front(lowered, out_spec, g, features, p)
 
-    def make(cfg: Config) -> Program:
-        # one form for the candidates compiled while choosing and for the one kept: Triton's cache key holds the
-        # kernel's first line number, which a header of another length would move (a compile more per first call)
-        return make_program(g, cfg, header_lines(features, p, cfg))
+
+@dataclass(frozen=True)
+class Prepared:
+    """A first call's front, and the thread on which its candidates compile in the workers (None: nothing to
+    compile ahead)."""
+
+    front: Front
+    compiling: threading.Thread | None
+
+
+def _tunes(p: Plan, s: settings_mod.Settings) -> bool:
+    """Whether a first call times candidates (else it takes a forced config or the first that compiles)."""
+    return (
+        s.config is None
+        and not device.interpreted()
+        and s.tune
+        and settings_mod.tune_enabled_by_env()
+        and len(p.candidates) > 1
+    )
+
+
+def prepare(name: str, fn, args: tuple, kwargs: dict, s: settings_mod.Settings, h: Heuristics = DEFAULT) -> Prepared:
+    """A first call's front, and, where the call will tune and no tuning is cached, its candidates sent to the
+    compile workers on a thread of their own: the call's tuning then finds them in Triton's cache."""
+    f = front(name, fn, args, kwargs, s, h)
+    if not _tunes(f.plan, s) or workers.pool() is None or cache.lookup(tune_key(f.graph, s.strategy)) is not None:
+        return Prepared(f, None)
+    tensors = [t for t in pytree.tree_leaves((args, kwargs)) if isinstance(t, torch.Tensor)]
+    inputs, outs = _buffers(f.lowered, tensors)
+    configs = dict.fromkeys(c.config for c in f.plan.candidates)
+    kernels = [k for cfg in configs for k in f.make(cfg).warmups(inputs, outs)]
+    thread = threading.Thread(target=workers.precompile, args=(kernels,), daemon=True, name=f"rblock-prepare {name}")
+    thread.start()
+    return Prepared(f, thread)
+
+
+def build(
+    name: str,
+    fn,
+    args: tuple,
+    kwargs: dict,
+    s: settings_mod.Settings,
+    h: Heuristics = DEFAULT,
+    known: Front | None = None,
+) -> Compiled:
+    """Compile one call (`known`: its front, made ahead by `prepare`)."""
+    f = known or front(name, fn, args, kwargs, s, h)
+    lowered, g, features, p, make = f.lowered, f.graph, f.features, f.plan, f.make
 
     tensors = [t for t in pytree.tree_leaves((args, kwargs)) if isinstance(t, torch.Tensor)]
     trials: tuple[Trial, ...] = ()
@@ -140,12 +201,12 @@ def build(name: str, fn, args: tuple, kwargs: dict, s: settings_mod.Settings, h:
             )
     elif device.interpreted():
         cfg = p.candidates[0].config
-    elif not s.tune or not settings_mod.tune_enabled_by_env() or len(p.candidates) == 1:
+    elif not _tunes(p, s):
         cfg = _first_that_compiles(g, p, make, lowered, tensors)
     else:
         cfg, trials, from_cache = _tuned(g, p, make, lowered, tensors, h, s.strategy)
     program = make(cfg)
-    return Compiled(g, features, p, cfg, program, lowered.input_order, lowered.outputs, out_spec, trials, from_cache)
+    return Compiled(g, features, p, cfg, program, lowered.input_order, lowered.outputs, f.out_spec, trials, from_cache)
 
 
 def make_program(
@@ -313,7 +374,9 @@ class CompiledFunction:
 
     fn: object
     name: str
+    ahead: Callable | None = None  # called with a first call's arguments before it is built (see `prepare`)
     _entries: dict = field(default_factory=dict)
+    _prepared: dict = field(default_factory=dict)
     _lock: threading.Lock = field(default_factory=threading.Lock)
 
     def __call__(self, *args, **kwargs):
@@ -325,7 +388,7 @@ class CompiledFunction:
         entry = self._entries.get(key)
         if entry is None:
             with self._lock:
-                entry = self._entries.get(key) or build(self.name, self.fn, args, kwargs, s)
+                entry = self._entries.get(key) or self._build(key, args, kwargs, ahead=True)
                 self._entries[key] = entry
         rec = _recording.get()
         if rec is not None:
@@ -333,19 +396,47 @@ class CompiledFunction:
             return entry.run(tensors, launch=rec[1])
         return entry.run(tensors)
 
+    def _build(self, key: tuple, args: tuple, kwargs: dict, ahead: bool) -> Compiled:
+        prepared = self._prepared.pop(key, None)
+        if ahead and self.ahead is not None:
+            self.ahead(*args, **kwargs)
+        if prepared is None:
+            return build(self.name, self.fn, args, kwargs, key[1])
+        if prepared.compiling is not None:  # its compiles, under way since `prepare`, are not sent twice
+            prepared.compiling.join(DEFAULT.compile_wait_s)
+        return build(self.name, self.fn, args, kwargs, key[1], known=prepared.front)
+
+    def prepare(self, *args, **kwargs) -> None:
+        """Trace and plan a call to come, and start compiling the candidates its first call will tune, in the
+        compile workers; return at once. A call that follows another's first call (cross_entropy's mean after its
+        rows) is prepared before that first call, so the two compile together. Errors are left for the call."""
+        sig: list = []
+        _signature(args, kwargs, [], sig)
+        key = (tuple(sig), settings_mod.current())
+        with self._lock:
+            if key in self._entries or key in self._prepared:
+                return
+            try:
+                self._prepared[key] = prepare(self.name, self.fn, args, kwargs, key[1])
+            except Exception:  # noqa: BLE001 -- the call meets it again and raises it there
+                pass
+
     def compiled_for(self, *args, **kwargs) -> Compiled:
         """The compiled kernel (graph, plan, config, source) that a call with these arguments runs."""
         sig: list = []
         _signature(args, kwargs, [], sig)
         key = (tuple(sig), settings_mod.current())
-        if key not in self._entries:
-            self._entries[key] = build(self.name, self.fn, args, kwargs, key[1])
-        return self._entries[key]
+        with self._lock:
+            if key not in self._entries:
+                self._entries[key] = self._build(key, args, kwargs, ahead=False)
+            return self._entries[key]
 
 
-def compile(fn=None, *, name: str | None = None):  # noqa: A001 - mirrors torch.compile
-    """Compile a plain PyTorch function into one fused Triton reduction kernel (per input signature)."""
+def compile(fn=None, *, name: str | None = None, ahead: Callable | None = None):  # noqa: A001 - mirrors torch.compile
+    """Compile a plain PyTorch function into one fused Triton reduction kernel (per input signature). `ahead`, if
+    given, is called with each first call's arguments before that call is built: to `prepare` the compiled function
+    called after it, whose candidates then compile beside this one's."""
     if fn is None:
-        return functools.partial(compile, name=name)
+        return functools.partial(compile, name=name, ahead=ahead)
     label = name or getattr(fn, "__name__", "fn")
-    return CompiledFunction(fn, re.sub(r"\W", "_", label).strip("_") or "fn")
+    return CompiledFunction(fn, re.sub(r"\W", "_", label).strip("_") or "fn", ahead)

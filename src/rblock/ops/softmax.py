@@ -48,9 +48,29 @@ def _sum_all(loss, out_dtype):
     return loss.sum().to(out_dtype)
 
 
-_rows_kernel = compile(_cross_entropy_rows, name="cross_entropy")
 _mean_kernel = compile(_mean_of_valid, name="cross_entropy_mean")
 _sum_kernel = compile(_sum_all, name="cross_entropy_sum")
+
+
+def _losses_like(logits: torch.Tensor) -> torch.Tensor:
+    """What the rows' kernel returns for the mean and the sum: one fp32 loss per row, as the kernel after it sees."""
+    return torch.empty(logits.shape[0], dtype=torch.float32, device=logits.device)
+
+
+# The reductions' kernels are prepared on the rows' first call, so the two kernels' candidates compile together.
+_rows_kernel = compile(_cross_entropy_rows, name="cross_entropy")
+_rows_then_mean = compile(
+    _cross_entropy_rows,
+    name="cross_entropy",
+    ahead=lambda logits, target, ignore_index, _: _mean_kernel.prepare(
+        _losses_like(logits), target, ignore_index, logits.dtype
+    ),
+)
+_rows_then_sum = compile(
+    _cross_entropy_rows,
+    name="cross_entropy",
+    ahead=lambda logits, target, ignore_index, _: _sum_kernel.prepare(_losses_like(logits), logits.dtype),
+)
 
 
 def cross_entropy(
@@ -73,7 +93,7 @@ def cross_entropy(
         raise InvalidArgument(op, "logits", "has no classes")
     if reduction == "none":
         return _rows_kernel(logits, target, int(ignore_index), logits.dtype)
-    loss = _rows_kernel(logits, target, int(ignore_index), torch.float32)
     if reduction == "sum":
-        return _sum_kernel(loss, logits.dtype)
+        return _sum_kernel(_rows_then_sum(logits, target, int(ignore_index), torch.float32), logits.dtype)
+    loss = _rows_then_mean(logits, target, int(ignore_index), torch.float32)
     return _mean_kernel(loss, target, int(ignore_index), logits.dtype)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import functools
 import threading
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 import torch
@@ -210,15 +211,21 @@ class Program:
             for st in self.stages:
                 launch(st, self._buffers(st, inputs, outputs, held))
 
+    def warmups(self, inputs: list[torch.Tensor], outputs: list[torch.Tensor]) -> list[tuple[object, Callable]]:
+        """Each stage's JIT kernel, and a warmup that builds it for these buffers (what the compile workers take)."""
+        held = self._held(outputs[0].device)
+        buffers = (self._buffers(st, inputs, outputs, held) for st in self.stages)
+        return [(st.kernel, functools.partial(st.warmup, b)) for st, b in zip(self.stages, buffers)]
+
     def compile(
         self, inputs: list[torch.Tensor], outputs: list[torch.Tensor], in_workers: bool = False
     ) -> tuple[int, int]:
         """Build every stage without running it, `in_workers`: in the compile workers first, all stages at once;
         the most registers and spill bytes of any stage (Triton reports a kernel's local memory in 4-byte words)."""
+        if in_workers and not device.interpreted():
+            workers.precompile(self.warmups(inputs, outputs))
         held = self._held(outputs[0].device)
         buffers = [self._buffers(st, inputs, outputs, held) for st in self.stages]
-        if in_workers and not device.interpreted():
-            workers.precompile([(st.kernel, functools.partial(st.warmup, b)) for st, b in zip(self.stages, buffers)])
         regs = spills = 0
         for st, b in zip(self.stages, buffers):
             compiled = st.compile(b)
