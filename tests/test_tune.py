@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import collections
 import importlib
 import threading
 import time
@@ -201,3 +202,36 @@ def test_a_prepared_call_is_built_once_and_its_errors_come_with_the_call(monkeyp
     bad.prepare(x)  # what tracing refuses is not raised here
     with pytest.raises(rblock.UnsupportedOperation, match="sort"):
         bad(x)
+
+
+def test_forms_close_to_the_best_are_timed_again_in_turns(monkeypatch):
+    """A form whose first timing lost by 2% to a drift of the GPU's speed is timed again beside the first-pass best
+    and picked on its median; a form 20% behind is not timed again."""
+    import triton.testing
+
+    from rblock.plan import DEFAULT, Candidate
+    from rblock.runtime.tune import tune
+
+    lucky, steady, slow = (Config("looped", 1, r, 8) for r in (1024, 2048, 4096))
+    timings = {lucky: [50.0, 53.0, 52.5], steady: [51.0, 51.2, 50.9], slow: [60.0]}
+    calls = collections.Counter()
+
+    class FakeProgram:
+        def __init__(self, cfg: Config):
+            self.cfg = cfg
+
+        def compile(self, inputs, outputs, in_workers=False):
+            return 32, 0
+
+        def run(self, inputs, outputs):
+            calls[self.cfg] += 1
+            return timings[self.cfg][calls[self.cfg] - 1]
+
+    monkeypatch.setattr(triton.testing, "do_bench", lambda fn, **kw: fn() / 1000)
+    best, trials = tune([Candidate(c, "test") for c in (lucky, steady, slow)], FakeProgram, [], [], DEFAULT, 65536)
+    assert DEFAULT.retime_within == 0.05 and DEFAULT.retime_rounds == 2
+    assert best == steady
+    assert calls == {lucky: 3, steady: 3, slow: 1}
+    by_cfg = {t.config: t for t in trials}
+    assert by_cfg[lucky].median_us == 52.5 and by_cfg[steady].median_us == 51.0 and by_cfg[slow].median_us == 60.0
+    assert by_cfg[steady].note == "median of 3 timings" and by_cfg[slow].note == ""

@@ -3,6 +3,7 @@ fastest."""
 
 from __future__ import annotations
 
+import statistics
 import threading
 import time
 from collections.abc import Callable
@@ -49,6 +50,9 @@ def tune(
 
     programs = {c.config: make_program(c.config) for c in candidates}
 
+    def bench(prog: Program) -> float:
+        return 1000 * triton.testing.do_bench(lambda: prog.run(inputs, outputs), warmup=5, rep=20, return_mode="median")
+
     def build(cfg: Config) -> tuple[Config, tuple[int, int] | Exception]:
         try:
             return cfg, programs[cfg].compile(inputs, outputs, in_workers=True)
@@ -85,17 +89,36 @@ def tune(
         )
         us, note = None, "" if timed else f"spills {spills} bytes"
         if timed:
-            prog = programs[c.config]
             try:
-                ms = triton.testing.do_bench(lambda: prog.run(inputs, outputs), warmup=5, rep=20, return_mode="median")
-                us = 1000 * ms
+                us = bench(programs[c.config])
             except Exception as e:  # refused at launch (a split row's grid cannot be co-resident): skipped
                 note = f"launch failed: {type(e).__name__}: {e}"[:300]
         trials.append(Trial(c.config, c.reason, us, regs, spills, note))
     timed_trials = [t for t in trials if t.median_us is not None]
     if not timed_trials:
         raise CompileFailed("no candidate compiled: " + "; ".join(t.note for t in trials))
-    return min(timed_trials, key=lambda t: t.median_us).config, trials
+    trials = retimed(trials, lambda cfg: bench(programs[cfg]), h)
+    return min((t for t in trials if t.median_us is not None), key=lambda t: t.median_us).config, trials
+
+
+def retimed(trials: list[Trial], bench: Callable[[Config], float], h: Heuristics) -> list[Trial]:
+    """The trials, those timed within `h.retime_within` of the best timed `h.retime_rounds` times more, in turns
+    (the GPU's speed may drift from one candidate's timing to the next), each then holding its median of all."""
+    first = min(t.median_us for t in trials if t.median_us is not None)
+    close = (t.config for t in trials if t.median_us is not None and t.median_us <= first * (1 + h.retime_within))
+    leaders = list(dict.fromkeys(close))  # two candidates may share a config
+    if len(leaders) == 1:
+        return trials
+    times = {t.config: [t.median_us] for t in trials if t.config in leaders}
+    for _ in range(h.retime_rounds):
+        for cfg in leaders:
+            times[cfg].append(bench(cfg))
+    return [
+        replace(t, median_us=statistics.median(times[t.config]), note=f"median of {len(times[t.config])} timings")
+        if t.config in times
+        else t
+        for t in trials
+    ]
 
 
 def compile_all(
