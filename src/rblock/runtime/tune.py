@@ -1,5 +1,5 @@
-"""Autotuner: compile the candidates in parallel, drop failures, spillers and slow compiles, time the rest, keep the
-fastest."""
+"""Autotuner: compile the candidates in parallel, drop failures, spillers and slow compiles, time the rest (those close
+to the best again, in turns), keep the fastest."""
 
 from __future__ import annotations
 
@@ -94,8 +94,7 @@ def tune(
             except Exception as e:  # refused at launch (a split row's grid cannot be co-resident): skipped
                 note = f"launch failed: {type(e).__name__}: {e}"[:300]
         trials.append(Trial(c.config, c.reason, us, regs, spills, note))
-    timed_trials = [t for t in trials if t.median_us is not None]
-    if not timed_trials:
+    if all(t.median_us is None for t in trials):
         raise CompileFailed("no candidate compiled: " + "; ".join(t.note for t in trials))
     trials = retimed(trials, lambda cfg: bench(programs[cfg]), h)
     return min((t for t in trials if t.median_us is not None), key=lambda t: t.median_us).config, trials
