@@ -150,7 +150,8 @@ def test_cross_entropy_compiles_its_mean_beside_its_rows(monkeypatch):
 
     events: list[tuple[str, frozenset[str]]] = []
 
-    def precompile(kernels):
+    def precompile(kernels, background=False):
+        assert background  # ahead of a tuning: on at most half the workers
         events.append(("sending", frozenset(warm.func.__self__.spec.source for _, warm in kernels)))
         time.sleep(0.3)  # still compiling when the rows' tuning ends
         events.append(("sent", events[-1][1]))
@@ -173,6 +174,7 @@ def test_cross_entropy_compiles_its_mean_beside_its_rows(monkeypatch):
     finally:  # entries built on a GPU's path stay out of later tests
         ops._rows_then_mean._entries.clear()
         ops._mean_kernel._entries.clear()
+        ops._mean_kernel._prepared.clear()
     rows, mean = log
     assert mean.graph.name == "cross_entropy_mean" and len(mean.plan.candidates) > 1
     # the mean's candidates sent first, the rows tuned while they compiled, the mean tuned once they had
@@ -198,6 +200,11 @@ def test_a_prepared_call_is_built_once_and_its_errors_come_with_the_call(monkeyp
     torch.testing.assert_close(f(x).double(), torch.softmax(x.double(), -1), rtol=1e-5, atol=1e-6)
     f.prepare(x)  # built already: nothing more
     assert traced == ["prepared_softmax"]
+    # an `ahead` that prepares its own function, or fails, leaves the call as it would be without it
+    own = rblock.compile(lambda x: torch.softmax(x, -1), name="prepared_own", ahead=lambda x: own.prepare(x))
+    torch.testing.assert_close(own(x).double(), torch.softmax(x.double(), -1), rtol=1e-5, atol=1e-6)
+    failing = rblock.compile(lambda x: torch.softmax(x, -1), name="prepared_failing", ahead=lambda x: 1 / 0)
+    torch.testing.assert_close(failing(x).double(), torch.softmax(x.double(), -1), rtol=1e-5, atol=1e-6)
     bad = rblock.compile(lambda x: torch.sort(x, -1).values.sum(-1), name="prepared_sort")
     bad.prepare(x)  # what tracing refuses is not raised here
     with pytest.raises(rblock.UnsupportedOperation, match="sort"):
@@ -235,3 +242,39 @@ def test_forms_close_to_the_best_are_timed_again_in_turns(monkeypatch):
     by_cfg = {t.config: t for t in trials}
     assert by_cfg[lucky].median_us == 52.5 and by_cfg[steady].median_us == 51.0 and by_cfg[slow].median_us == 60.0
     assert by_cfg[steady].note == "median of 3 timings" and by_cfg[slow].note == ""
+
+
+def test_a_form_timed_once_or_failing_its_second_timing_is_not_picked_over_the_retimed(monkeypatch):
+    """The GPU slows during the second timings: a form 5.2% behind, timed once, would beat the leaders' medians, and
+    is not picked; a leader whose second timing is refused at launch is dropped from the pick, not fatal."""
+    import triton.testing
+
+    from rblock.plan import DEFAULT, Candidate
+    from rblock.runtime.tune import tune
+
+    lucky, steady, flaky, outsider = (Config("looped", 1, r, 8) for r in (1024, 2048, 4096, 8192))
+    timings = {lucky: [50.0, 54.0, 55.0], steady: [51.0, 53.5, 54.5], flaky: [49.9, None], outsider: [52.6]}
+    calls = collections.Counter()
+
+    class FakeProgram:
+        def __init__(self, cfg: Config):
+            self.cfg = cfg
+
+        def compile(self, inputs, outputs, in_workers=False):
+            return 32, 0
+
+        def run(self, inputs, outputs):
+            calls[self.cfg] += 1
+            us = timings[self.cfg][calls[self.cfg] - 1]
+            if us is None:
+                raise RuntimeError("cooperative launch refused")
+            return us
+
+    monkeypatch.setattr(triton.testing, "do_bench", lambda fn, **kw: fn() / 1000)
+    cands = [Candidate(c, "test") for c in (lucky, steady, flaky, outsider)]
+    best, trials = tune(cands, FakeProgram, [], [], DEFAULT, 65536)
+    assert best == steady  # median 53.5: not the outsider's single 52.6, nor flaky's first 49.9
+    by_cfg = {t.config: t for t in trials}
+    assert calls == {lucky: 3, steady: 3, flaky: 2, outsider: 1}
+    assert by_cfg[outsider].median_us == 52.6 and by_cfg[flaky].median_us == 49.9
+    assert by_cfg[flaky].note == "timing again failed: RuntimeError: cooperative launch refused"

@@ -152,3 +152,38 @@ def test_worker_count_from_the_environment(monkeypatch):
     monkeypatch.setenv("RBLOCK_COMPILE_WORKERS", "many")
     with pytest.raises(ValueError, match="RBLOCK_COMPILE_WORKERS must be a number of processes >= 0, got 'many'"):
         compile_workers()
+
+
+def test_compiles_ahead_of_a_tuning_leave_it_half_the_workers(monkeypatch):
+    """Four workers, six compiles sent ahead of a tuning: two run at once, and a tuning's compile sent after them
+    takes a free worker at once, not after theirs."""
+    import threading
+    import time
+
+    from rblock.runtime import workers
+
+    running, most, lock, release = [0], [0], threading.Lock(), threading.Event()
+
+    class Slow:
+        def compile(self, job):
+            with lock:
+                running[0] += 1
+                most[0] = max(most[0], running[0])
+            if job["ahead"]:
+                release.wait(5)
+            with lock:
+                running[0] -= 1
+
+    monkeypatch.setattr(workers, "_Worker", lambda env: Slow())
+    pool = workers.Pool(4)
+    ahead = [threading.Thread(target=pool.compile, args=({"ahead": True}, True)) for _ in range(6)]
+    for t in ahead:
+        t.start()
+    time.sleep(0.2)
+    start = time.monotonic()
+    assert pool.compile({"ahead": False})  # the tuning's own: a free worker, no wait for the six
+    assert time.monotonic() - start < 1
+    release.set()
+    for t in ahead:
+        t.join()
+    assert most[0] == 3  # two ahead and the tuning's, never more ahead

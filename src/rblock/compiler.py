@@ -147,7 +147,9 @@ def prepare(name: str, fn, args: tuple, kwargs: dict, s: settings_mod.Settings, 
     inputs, outs = _buffers(f.lowered, tensors)
     configs = dict.fromkeys(c.config for c in f.plan.candidates)
     kernels = [k for cfg in configs for k in f.make(cfg).warmups(inputs, outs)]
-    thread = threading.Thread(target=workers.precompile, args=(kernels,), daemon=True, name=f"rblock-prepare {name}")
+    thread = threading.Thread(
+        target=workers.precompile, args=(kernels, True), daemon=True, name=f"rblock-prepare {name}"
+    )
     thread.start()
     return Prepared(f, thread)
 
@@ -399,7 +401,10 @@ class CompiledFunction:
     def _build(self, key: tuple, args: tuple, kwargs: dict, ahead: bool) -> Compiled:
         prepared = self._prepared.pop(key, None)
         if ahead and self.ahead is not None:
-            self.ahead(*args, **kwargs)
+            try:
+                self.ahead(*args, **kwargs)
+            except Exception:  # noqa: BLE001 -- a hint: the call goes on as it would without it
+                pass
         if prepared is None:
             return build(self.name, self.fn, args, kwargs, key[1])
         if prepared.compiling is not None:  # its compiles, under way since `prepare`, are not sent twice
@@ -408,18 +413,22 @@ class CompiledFunction:
 
     def prepare(self, *args, **kwargs) -> None:
         """Trace and plan a call to come, and start compiling the candidates its first call will tune, in the
-        compile workers; return at once. A call that follows another's first call (cross_entropy's mean after its
-        rows) is prepared before that first call, so the two compile together. Errors are left for the call."""
+        compile workers (at most half of them, so a tuning under way keeps the rest); return at once. A call that
+        follows another's first call (cross_entropy's mean after its rows) is prepared before that first call, so
+        the two compile together. A hint: errors are left for the call, and nothing is done while this function is
+        being built or prepared on another thread."""
         sig: list = []
         _signature(args, kwargs, [], sig)
         key = (tuple(sig), settings_mod.current())
-        with self._lock:
-            if key in self._entries or key in self._prepared:
-                return
-            try:
+        if not self._lock.acquire(blocking=False):  # being built or prepared now: a hint needs no waiting
+            return
+        try:
+            if key not in self._entries and key not in self._prepared:
                 self._prepared[key] = prepare(self.name, self.fn, args, kwargs, key[1])
-            except Exception:  # noqa: BLE001 -- the call meets it again and raises it there
-                pass
+        except Exception:  # noqa: BLE001 -- the call meets it again and raises it there
+            pass
+        finally:
+            self._lock.release()
 
     def compiled_for(self, *args, **kwargs) -> Compiled:
         """The compiled kernel (graph, plan, config, source) that a call with these arguments runs."""

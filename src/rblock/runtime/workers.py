@@ -120,6 +120,7 @@ class Pool:
         self.last_used = time.monotonic()
         self.timer: threading.Timer | None = None  # closes them once idle
         self.idle: queue.Queue[_Worker] = queue.Queue()
+        self.background = threading.BoundedSemaphore(max(size // 2, 1))  # jobs ahead of a tuning: half the workers
         self.workers: list[_Worker] = []
         for _ in range(size):
             try:
@@ -128,8 +129,12 @@ class Pool:
                 break
             self.idle.put(self.workers[-1])
 
-    def compile(self, job: dict) -> bool:
-        """Whether a worker put the kernel in Triton's cache."""
+    def compile(self, job: dict, background: bool = False) -> bool:
+        """Whether a worker put the kernel in Triton's cache. `background` jobs (compiles ahead of a tuning) take at
+        most half the workers, so the tuning under way never waits for them all."""
+        if background:
+            with self.background:
+                return self.compile(job)
         worker = self.idle.get()
         try:
             return worker.compile(job) is None
@@ -214,15 +219,16 @@ def _close() -> None:
         _pool[0].close()
 
 
-def precompile(kernels: list[tuple[object, Callable[[], object]]]) -> None:
+def precompile(kernels: list[tuple[object, Callable[[], object]]], background: bool = False) -> None:
     """Compile in the workers what each (JIT kernel, its warmup) would compile here, all at once, and return when
-    they are done: the warmups then find their kernels in Triton's cache. Without workers, does nothing."""
+    they are done: the warmups then find their kernels in Triton's cache. Without workers, does nothing.
+    `background`: compiles ahead of a tuning, on at most half the workers."""
     with _in_use() as workers:
         if workers is not None:
-            _precompile(workers, kernels)
+            _precompile(workers, kernels, background)
 
 
-def _precompile(workers: Pool, kernels: list[tuple[object, Callable[[], object]]]) -> None:
+def _precompile(workers: Pool, kernels: list[tuple[object, Callable[[], object]]], background: bool) -> None:
     from triton import knobs
     from triton.runtime import driver
 
@@ -241,10 +247,10 @@ def _precompile(workers: Pool, kernels: list[tuple[object, Callable[[], object]]
                     "cache_dir": str(knobs.cache.dir),  # this process's JIT looks there
                 }
             )
-    threads = [threading.Thread(target=workers.compile, args=(job,), daemon=True) for job in jobs[1:]]
+    threads = [threading.Thread(target=workers.compile, args=(job, background), daemon=True) for job in jobs[1:]]
     for t in threads:
         t.start()
     if jobs:
-        workers.compile(jobs[0])
+        workers.compile(jobs[0], background)
     for t in threads:
         t.join()
