@@ -211,49 +211,13 @@ def test_a_prepared_call_is_built_once_and_its_errors_come_with_the_call(monkeyp
         bad(x)
 
 
-def test_forms_close_to_the_best_are_timed_again_in_turns(monkeypatch):
-    """A form whose first timing lost by 2% to a drift of the GPU's speed is timed again beside the first-pass best
-    and picked on its median; a form 20% behind is not timed again."""
+def _scripted_tuning(monkeypatch, timings: dict[Config, list]) -> tuple[Config, dict, collections.Counter]:
+    """Tune forms whose successive timings are scripted (None: refused at launch): (pick, trials by config, calls)."""
     import triton.testing
 
     from rblock.plan import DEFAULT, Candidate
     from rblock.runtime.tune import tune
 
-    lucky, steady, slow = (Config("looped", 1, r, 8) for r in (1024, 2048, 4096))
-    timings = {lucky: [50.0, 53.0, 52.5], steady: [51.0, 51.2, 50.9], slow: [60.0]}
-    calls = collections.Counter()
-
-    class FakeProgram:
-        def __init__(self, cfg: Config):
-            self.cfg = cfg
-
-        def compile(self, inputs, outputs, in_workers=False):
-            return 32, 0
-
-        def run(self, inputs, outputs):
-            calls[self.cfg] += 1
-            return timings[self.cfg][calls[self.cfg] - 1]
-
-    monkeypatch.setattr(triton.testing, "do_bench", lambda fn, **kw: fn() / 1000)
-    best, trials = tune([Candidate(c, "test") for c in (lucky, steady, slow)], FakeProgram, [], [], DEFAULT, 65536)
-    assert DEFAULT.retime_within == 0.05 and DEFAULT.retime_rounds == 2
-    assert best == steady
-    assert calls == {lucky: 3, steady: 3, slow: 1}
-    by_cfg = {t.config: t for t in trials}
-    assert by_cfg[lucky].median_us == 52.5 and by_cfg[steady].median_us == 51.0 and by_cfg[slow].median_us == 60.0
-    assert by_cfg[steady].note == "median of 3 timings" and by_cfg[slow].note == ""
-
-
-def test_a_form_timed_once_or_failing_its_second_timing_is_not_picked_over_the_retimed(monkeypatch):
-    """The GPU slows during the second timings: a form 5.2% behind, timed once, would beat the leaders' medians, and
-    is not picked; a leader whose second timing is refused at launch is dropped from the pick, not fatal."""
-    import triton.testing
-
-    from rblock.plan import DEFAULT, Candidate
-    from rblock.runtime.tune import tune
-
-    lucky, steady, flaky, outsider = (Config("looped", 1, r, 8) for r in (1024, 2048, 4096, 8192))
-    timings = {lucky: [50.0, 54.0, 55.0], steady: [51.0, 53.5, 54.5], flaky: [49.9, None], outsider: [52.6]}
     calls = collections.Counter()
 
     class FakeProgram:
@@ -271,10 +235,32 @@ def test_a_form_timed_once_or_failing_its_second_timing_is_not_picked_over_the_r
             return us
 
     monkeypatch.setattr(triton.testing, "do_bench", lambda fn, **kw: fn() / 1000)
-    cands = [Candidate(c, "test") for c in (lucky, steady, flaky, outsider)]
-    best, trials = tune(cands, FakeProgram, [], [], DEFAULT, 65536)
+    best, trials = tune([Candidate(c, "test") for c in timings], FakeProgram, [], [], DEFAULT, 65536)
+    return best, {t.config: t for t in trials}, calls
+
+
+def test_forms_close_to_the_best_are_timed_again_in_turns(monkeypatch):
+    """A form whose first timing lost by 2% to a drift of the GPU's speed is timed again beside the first-pass best
+    and picked on its median; a form 20% behind is not timed again."""
+    from rblock.plan import DEFAULT
+
+    lucky, steady, slow = (Config("looped", 1, r, 8) for r in (1024, 2048, 4096))
+    timings = {lucky: [50.0, 53.0, 52.5], steady: [51.0, 51.2, 50.9], slow: [60.0]}
+    best, by_cfg, calls = _scripted_tuning(monkeypatch, timings)
+    assert DEFAULT.retime_within == 0.05 and DEFAULT.retime_rounds == 2
+    assert best == steady
+    assert calls == {lucky: 3, steady: 3, slow: 1}
+    assert by_cfg[lucky].median_us == 52.5 and by_cfg[steady].median_us == 51.0 and by_cfg[slow].median_us == 60.0
+    assert by_cfg[steady].note == "median of 3 timings" and by_cfg[slow].note == ""
+
+
+def test_a_form_timed_once_or_failing_its_second_timing_is_not_picked_over_the_retimed(monkeypatch):
+    """The GPU slows during the second timings: a form 5.2% behind, timed once, would beat the leaders' medians, and
+    is not picked; a leader whose second timing is refused at launch is dropped from the pick, not fatal."""
+    lucky, steady, flaky, outsider = (Config("looped", 1, r, 8) for r in (1024, 2048, 4096, 8192))
+    timings = {lucky: [50.0, 54.0, 55.0], steady: [51.0, 53.5, 54.5], flaky: [49.9, None], outsider: [52.6]}
+    best, by_cfg, calls = _scripted_tuning(monkeypatch, timings)
     assert best == steady  # median 53.5: not the outsider's single 52.6, nor flaky's first 49.9
-    by_cfg = {t.config: t for t in trials}
     assert calls == {lucky: 3, steady: 3, flaky: 2, outsider: 1}
     assert by_cfg[outsider].median_us == 52.6 and by_cfg[flaky].median_us == 49.9
     assert by_cfg[flaky].note == "timing again failed: RuntimeError: cooperative launch refused"
