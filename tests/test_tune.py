@@ -254,6 +254,21 @@ def test_forms_close_to_the_best_are_timed_again_in_turns(monkeypatch):
     assert by_cfg[steady].note == "median of 3 timings" and by_cfg[slow].note == ""
 
 
+def test_only_the_fastest_close_forms_are_timed_again(monkeypatch):
+    """Five forms within 5% of the best: the three fastest are timed again, the others once and never picked."""
+    from rblock.plan import DEFAULT
+
+    forms = [Config("looped", 1, r, 8) for r in (256, 512, 1024, 2048, 4096)]
+    firsts = [50.0, 50.5, 51.0, 51.5, 52.0]
+    timings = {c: [first, 60.0, 60.0] for c, first in zip(forms, firsts)}
+    timings[forms[2]] = [51.0, 50.0, 50.0]
+    best, by_cfg, calls = _scripted_tuning(monkeypatch, timings)
+    assert DEFAULT.retime_most == 3
+    assert best == forms[2]
+    assert [calls[c] for c in forms] == [3, 3, 3, 1, 1]
+    assert by_cfg[forms[3]].median_us == 51.5 and by_cfg[forms[3]].note == ""
+
+
 def test_a_form_timed_once_or_failing_its_second_timing_is_not_picked_over_the_retimed(monkeypatch):
     """The GPU slows during the second timings: a form 5.2% behind, timed once, would beat the leaders' medians, and
     is not picked; a leader whose second timing is refused at launch is dropped from the pick, not fatal."""

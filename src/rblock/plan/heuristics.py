@@ -120,6 +120,11 @@ class Heuristics:
     retime_rounds: int = 2
     """Tuner: further timings of each such candidate (each a `do_bench` of about 25 ms)."""
 
+    retime_most: int = 3
+    """Tuner: at most this many candidates, the fastest of their first timings, are timed again. Memory-bound forms
+    crowd within 5% of the read ceiling: with every such form timed again, cross_entropy's first call timed 29-40
+    forms where it had timed 19-22, 0.2-0.5 s more (H100, twenty-seventh day)."""
+
     min_blocks_per_sm: int = 2
     """Tuner: below this many resident programs per SM (from registers), offer RBLOCK/2 (Inductor's
     _dynamic_scale_rblock); never for persistent_rblock."""

@@ -100,15 +100,16 @@ def tune(
 
 
 def retimed(trials: list[Trial], bench: Callable[[Config], float], h: Heuristics) -> tuple[Config, list[Trial]]:
-    """The pick and the trials: those timed within `h.retime_within` of the best are timed `h.retime_rounds` times
-    more, in turns (the GPU's speed may drift from one candidate's timing to the next), each then holding the median
-    of its timings, and the pick is the fastest of them (never one timed once, which a drift during the rounds could
-    favour). One whose timing fails now is no longer picked."""
+    """The pick and the trials: those timed within `h.retime_within` of the best (at most `h.retime_most`, the
+    fastest) are timed `h.retime_rounds` times more, in turns (the GPU's speed may drift from one candidate's timing
+    to the next), each then holding the median of its timings, and the pick is the fastest of them (never one timed
+    once, which a drift during the rounds could favour). One whose timing fails now is no longer picked."""
     timed = [t for t in trials if t.median_us is not None]
     best = min(timed, key=lambda t: t.median_us)
     times: dict[Config, list[float]] = {}  # two candidates may share a config: one list
-    for t in timed:
-        if t.median_us <= best.median_us * (1 + h.retime_within):
+    for t in sorted(timed, key=lambda t: t.median_us):
+        close = t.median_us <= best.median_us * (1 + h.retime_within)
+        if close and (t.config in times or len(times) < h.retime_most):
             times.setdefault(t.config, []).append(t.median_us)
     if len(times) == 1:
         return best.config, trials
