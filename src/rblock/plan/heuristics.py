@@ -110,21 +110,6 @@ class Heuristics:
     ptxas took 172 and 277 s over layer_norm's split-row kernels at (512, 131072), which spill 232 and 336 bytes
     and would be dropped anyway (`benchmarks/sass.py`, sm_90); every other candidate compiled in under 2 s."""
 
-    retime_within: float = 0.05
-    """Tuner: candidates whose first time is within this fraction of the best are timed again, in turns, and the
-    pick is the fastest median over all their timings. One pass times each candidate once, one after another, so a
-    drift of the GPU's speed between them decides among forms 1-2% apart (the spread of one form's runs). On the
-    H200 (twenty-sixth day) var (32768, 2048) picked a form that ran 41.0 us in the sweep, where an earlier day's pick
-    ran 37.2."""
-
-    retime_rounds: int = 2
-    """Tuner: further timings of each such candidate (each a `do_bench` of about 25 ms)."""
-
-    retime_most: int = 3
-    """Tuner: at most this many candidates, the fastest of their first timings, are timed again. Memory-bound forms
-    crowd within 5% of the read ceiling: with every such form timed again, cross_entropy's first call timed 29-40
-    forms where it had timed 19-22, 0.2-0.5 s more (H100, twenty-seventh day)."""
-
     min_blocks_per_sm: int = 2
     """Tuner: below this many resident programs per SM (from registers), offer RBLOCK/2 (Inductor's
     _dynamic_scale_rblock); never for persistent_rblock."""

@@ -1,9 +1,8 @@
-"""Autotuner: compile the candidates in parallel, drop failures, spillers and slow compiles, time the rest (those close
-to the best again, in turns), keep the fastest."""
+"""Autotuner: compile the candidates in parallel, drop failures, spillers and slow compiles, time the rest, keep the
+fastest."""
 
 from __future__ import annotations
 
-import statistics
 import threading
 import time
 from collections.abc import Callable
@@ -96,42 +95,7 @@ def tune(
         trials.append(Trial(c.config, c.reason, us, regs, spills, note))
     if all(t.median_us is None for t in trials):
         raise CompileFailed("no candidate compiled: " + "; ".join(t.note for t in trials))
-    return retimed(trials, lambda cfg: bench(programs[cfg]), h)
-
-
-def retimed(trials: list[Trial], bench: Callable[[Config], float], h: Heuristics) -> tuple[Config, list[Trial]]:
-    """The pick and the trials: those timed within `h.retime_within` of the best (at most `h.retime_most`, the
-    fastest) are timed `h.retime_rounds` times more, in turns (the GPU's speed may drift from one candidate's timing
-    to the next), each then holding the median of its timings, and the pick is the fastest of them (never one timed
-    once, which a drift during the rounds could favour). One whose timing fails now is no longer picked."""
-    timed = [t for t in trials if t.median_us is not None]
-    best = min(timed, key=lambda t: t.median_us)
-    times: dict[Config, list[float]] = {}  # two candidates may share a config: one list
-    for t in sorted(timed, key=lambda t: t.median_us):
-        close = t.median_us <= best.median_us * (1 + h.retime_within)
-        if close and (t.config in times or len(times) < h.retime_most):
-            times.setdefault(t.config, []).append(t.median_us)
-    if len(times) == 1:
-        return best.config, trials
-    failed: dict[Config, str] = {}
-    for _ in range(h.retime_rounds):
-        for cfg, ts in times.items():
-            if cfg not in failed:
-                try:
-                    ts.append(bench(cfg))
-                except Exception as e:  # refused at launch this time (a split row's grid): not picked
-                    failed[cfg] = f"timing again failed: {type(e).__name__}: {e}"[:300]
-    median = {cfg: statistics.median(ts) for cfg, ts in times.items() if cfg not in failed}
-    pick = min(median, key=median.__getitem__) if median else best.config
-
-    def after(t: Trial) -> Trial:
-        if t.median_us is None or t.config not in times:
-            return t
-        if t.config in failed:
-            return replace(t, note=failed[t.config])
-        return replace(t, median_us=median[t.config], note=f"median of {len(times[t.config])} timings")
-
-    return pick, [after(t) for t in trials]
+    return min((t for t in trials if t.median_us is not None), key=lambda t: t.median_us).config, trials
 
 
 def compile_all(
