@@ -177,7 +177,7 @@ class Program:
             held = self._sync.pop((dev, "spare"), None) or fresh()
             self._sync[(dev, "graph", id(held[1]))] = held
             return held
-        key = (dev, torch.cuda.current_stream(dev).cuda_stream if dev.type == "cuda" else 0)
+        key = (dev, driver.active.get_current_stream(dev.index) if dev.type == "cuda" else 0)  # the raw stream
         if key not in self._sync:
             self._sync[key] = fresh()
             if dev.type == "cuda" and (dev, "spare") not in self._sync:
