@@ -287,6 +287,22 @@ def test_short_tiles_get_no_prefetching_twin():
     assert not any(c.config.prefetch for c in planned("rms_norm", 16384, 4096)[0].plan.candidates)
 
 
+@pytest.mark.parametrize("n", [6144, 12288, 32768])
+def test_rows_a_plain_loop_reads_once_also_loop_in_long_chunks(n: int):
+    """sum reads each element once, looped or not: chunks of 4096 (and 8192 where the row is longer) beside 2048 and
+    1024, each with the warps of its length. rms_norm (reads its row twice looped) and var (an online reduction) get
+    no long chunks below 32K."""
+
+    def looped(op: str) -> set[tuple[int, int]]:
+        cands = planned(op, 2**26 // n, n)[0].plan.candidates
+        plain = [c for c in cands if c.config.kind == "looped" and c.config.split == 1 and not c.config.unroll > 1]
+        return {(c.config.RBLOCK, c.config.num_warps) for c in plain if not c.config.no_rblock_scaling}
+
+    long_ones = {(4096, 16)} | ({(8192, 32)} if n > 8192 else set())
+    assert looped("sum") == long_ones | {(2048, 8), (1024, 4)}
+    assert looped("rms_norm") == looped("var") == {(2048, 8), (1024, 4)}
+
+
 def test_rows_that_split_rows_serve_loop_in_long_chunks_unless_they_gather():
     """Above 32K the looped kernel is split rows' fallback, at chunks of 4096 and 8192 alone; cross_entropy, whose
     rows gather a class's logit, keeps its shorter chunks too."""

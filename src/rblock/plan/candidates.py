@@ -159,13 +159,18 @@ def _looped(f: Features, h: Heuristics, register_intensive: bool) -> list[Candid
     tiny = Candidate(
         Config("looped", tiny_x, tiny_r, warps_for(h, tiny_x * tiny_r)), f"tiny: {tiny_x} rows per program"
     )
-    long_rows = [  # rows no program holds: chunks as long as torch.compile's max-autotune tries
+    # rows no program holds, and rows a plain loop reads once (a persistent form saves nothing): chunks as long as
+    # torch.compile's max-autotune tries. Its picks for sum at 8192-32768 took 4096 x 16-32 warps, 2-4% ahead of
+    # 2048 x 8 (H100, benchmarks/NOTES.md, twenty-seventh day)
+    plain_read = f.saved_bytes_ratio == 1 and not (f.online_reductions or f.gathers)
+    long_enough = f.rnumel > h.seed_max_rnumel or plain_read
+    long_rows = [
         Candidate(
             Config("looped", 1, r, warps_for(h, r)),
             f"contiguous, long chunks of {r} for a row of {f.rnumel}: fewer loop trips, as max-autotune tries",
         )
         for r in (4096, 8192)
-        if f.rnumel > h.seed_max_rnumel and r <= h.long_row_max_r0_block and not register_intensive
+        if long_enough and contiguous_r < r < rp2 and r <= h.long_row_max_r0_block and not register_intensive
     ]
     # rows that split rows serve: the looped kernel is their fallback, at its long chunks alone. On an H100, in 43
     # tunings above 32K (16 op and shape pairs), the 5 that a looped form won took 8192 x 32 warps or 4096 x 16
