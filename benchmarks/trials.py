@@ -36,6 +36,7 @@ def main() -> None:
     ap.add_argument("--configs", default="[]", help="JSON list of rblock.Config fields, each also timed (forced)")
     args = ap.parse_args()
     extra = [rblock.Config(**c) for c in json.loads(args.configs)]
+    os.makedirs(args.out, exist_ok=True)
     copy, _ = bandwidths()
     print(f"copy {copy:.0f} GB/s", flush=True)
     rows = []
