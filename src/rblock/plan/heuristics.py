@@ -20,9 +20,10 @@ class Heuristics:
     """Largest RBLOCK of a looped kernel (Inductor: TRITON_MAX_RSPLIT / MAX_R0_BLOCK)."""
 
     long_row_max_r0_block: int = 8192
-    """Rows longer than seed_max_rnumel also get looped chunks of 4096 and 8192 (up to this). On the H200,
-    torch.compile max-autotune reached 77% of copy at rms_norm (1024, 65536) against 60% for rblock's chunks of 2048
-    (benchmarks/results/h200.json); these candidates are not yet measured."""
+    """Rows longer than seed_max_rnumel, and rows a plain loop reads once, also get looped chunks of 4096 and 8192
+    (up to this). On the H200, torch.compile max-autotune reached 77% of copy at rms_norm (1024, 65536) against 60%
+    for rblock's chunks of 2048; on an H100 its sums at 8192-32768 took 4096 x 16-32 warps, and rblock's with
+    them ran 0.99-1.00x its time (benchmarks/NOTES.md, twenty-seventh day)."""
 
     max_r0_block_register_intensive: int = 1024
     """MAX_R0_BLOCK when the kernel is register intensive (Inductor: halved for many loads+reductions)."""
