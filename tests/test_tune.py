@@ -79,8 +79,6 @@ def test_a_few_spilled_words_are_timed_and_more_are_dropped(monkeypatch):
         def __init__(self, cfg: Config):
             self.cfg = cfg
 
-        stages = (None,)  # one kernel
-
         def compile(self, inputs, outputs, in_workers=False):
             return 64, spills[self.cfg]
 
@@ -213,11 +211,8 @@ def test_a_prepared_call_is_built_once_and_its_errors_come_with_the_call(monkeyp
         bad(x)
 
 
-def _scripted_tuning(
-    monkeypatch, timings: dict[Config, list], kernels: dict[Config, int] | None = None
-) -> tuple[Config, dict, collections.Counter]:
-    """Tune forms whose successive timings are scripted (None: refused at launch), each of `kernels` kernels (1 if
-    not given): (pick, trials by config, calls)."""
+def _scripted_tuning(monkeypatch, timings: dict[Config, list]) -> tuple[Config, dict, collections.Counter]:
+    """Tune forms whose successive timings are scripted (None: refused at launch): (pick, trials by config, calls)."""
     import triton.testing
 
     from rblock.plan import DEFAULT, Candidate
@@ -228,7 +223,6 @@ def _scripted_tuning(
     class FakeProgram:
         def __init__(self, cfg: Config):
             self.cfg = cfg
-            self.stages = (None,) * (kernels or {}).get(cfg, 1)
 
         def compile(self, inputs, outputs, in_workers=False):
             return 32, 0
@@ -254,22 +248,3 @@ def test_the_fastest_form_is_picked_and_one_refused_at_launch_is_skipped(monkeyp
     assert calls == {slow: 1, fast: 1, refused: 1}
     assert by_cfg[fast].median_us == 50.0 and by_cfg[refused].median_us is None
     assert by_cfg[refused].note == "launch failed: RuntimeError: cooperative launch refused"
-
-
-def test_a_form_of_more_kernels_ranks_no_faster_than_the_host_launches_it(monkeypatch):
-    """Two short kernels (a mean over a batch's losses) lose to one slower kernel: each launch takes the host
-    `launch_host_us`; above that, the GPU's time decides, whatever the kernel count."""
-    from rblock.plan import DEFAULT
-
-    single, split = Config("persistent", 1, 16384, 16), Config("looped", 1, 1024, 4, split=16)
-    kernels = {single: 1, split: 2}
-    assert DEFAULT.launch_host_us == 15.0
-    best, _, _ = _scripted_tuning(monkeypatch, {single: [9.4], split: [5.9]}, kernels)
-    assert best == single
-    wide = Config("persistent", 1, 16384, 32)  # both under one launch's time: the GPU's time decides
-    best, _, _ = _scripted_tuning(monkeypatch, {single: [9.4], wide: [6.8], split: [5.9]}, {**kernels, wide: 1})
-    assert best == wide
-    best, _, _ = _scripted_tuning(monkeypatch, {single: [90.9], split: [55.2]}, kernels)
-    assert best == split
-    best, _, _ = _scripted_tuning(monkeypatch, {single: [58.0], split: [56.8]}, kernels)
-    assert best == split

@@ -111,14 +111,6 @@ class Heuristics:
     ptxas took 172 and 277 s over layer_norm's split-row kernels at (512, 131072), which spill 232 and 336 bytes
     and would be dropped anyway (`benchmarks/sass.py`, sm_90); every other candidate compiled in under 2 s."""
 
-    launch_host_us: float = 15.0
-    """Tuner: the host's time to launch one kernel of a call; a form of k kernels ranks at no less than k times this.
-    A timing after an L2 flush hides the host, calls back to back do not: on an H100's host a second kernel added
-    16-20 us to cross_entropy's host time per call (its two-kernel means: 52-58 us against 35-37 for one kernel,
-    the op's GPU time 53 us) and saved 0-1 us of GPU time; in 6 of 24 plain runs the op then ran 10-23 us slow
-    (benchmarks/NOTES.md, twenty-seventh day). Forms whose GPU time exceeds their launches' (splits over few rows,
-    columns) rank by GPU time as before."""
-
     min_blocks_per_sm: int = 2
     """Tuner: below this many resident programs per SM (from registers), offer RBLOCK/2 (Inductor's
     _dynamic_scale_rblock); never for persistent_rblock."""
