@@ -13,25 +13,9 @@ import argparse
 import torch
 import triton.testing
 
-from rblock.bench.harness import graphed
+from rblock.bench.harness import graphed, per_call_ms
 from rblock.compiler import recording
 from rblock.ops.registry import OPS
-
-
-def back_to_back_us(fn, calls: int = 200) -> float:
-    """Median over 7 runs of `calls` calls between two events."""
-    for _ in range(20):
-        fn()
-    times = []
-    for _ in range(7):
-        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        start.record()
-        for _ in range(calls):
-            fn()
-        end.record()
-        torch.cuda.synchronize()
-        times.append(start.elapsed_time(end) / calls * 1e3)
-    return sorted(times)[3]
 
 
 def main() -> None:
@@ -54,7 +38,7 @@ def main() -> None:
             picks = "; ".join(str(c.config) for c in log)
             print(
                 f"{op} ({m}, {n}) plain {bench(call):.1f} graph {bench(replay):.1f} "
-                f"back-to-back {back_to_back_us(call):.1f} | {picks}",
+                f"back-to-back {1e3 * per_call_ms(call):.1f} | {picks}",
                 flush=True,
             )
 

@@ -36,7 +36,7 @@ def _bench_ms(fn: Callable[[], object]) -> float:
     return do_bench(fn, warmup=25, rep=100, return_mode="median")
 
 
-def _per_call_ms(fn: Callable[[], object], calls: int = 200) -> float:
+def per_call_ms(fn: Callable[[], object], calls: int = 200) -> float:
     """Small batches: the time per call of back-to-back calls (no cache flush between them), so host overhead
     counts when it exceeds the kernel's time, as it does for a user calling in a loop. Median of 5 runs."""
     for _ in range(20):
@@ -137,7 +137,7 @@ def measure(
             del out
             row["max_rel_err"] = err
             row["correct"] = err <= TOLERANCE[point.dtype]
-            ms = (_per_call_ms(fn) if back_to_back else _bench_ms(fn)) / calls
+            ms = (per_call_ms(fn) if back_to_back else _bench_ms(fn)) / calls
     except Exception as e:  # noqa: BLE001 -- one failing point must not end the sweep
         row["error"] = f"{type(e).__name__}: {e}"[:500]
         return row
