@@ -287,20 +287,29 @@ def test_short_tiles_get_no_prefetching_twin():
     assert not any(c.config.prefetch for c in planned("rms_norm", 16384, 4096)[0].plan.candidates)
 
 
-@pytest.mark.parametrize("n", [6144, 12288, 32768])
+def _plain_loops(compiled) -> set[tuple[int, int]]:
+    """(RBLOCK, warps) of a kernel's plain looped candidates: no split, no unrolling, not the seed's forms."""
+    cfgs = [c.config for c in compiled.plan.candidates]
+    plain = [c for c in cfgs if c.kind == "looped" and c.split == 1 and c.unroll == 1 and not c.no_rblock_scaling]
+    return {(c.RBLOCK, c.num_warps) for c in plain}
+
+
+@pytest.mark.parametrize("n", [4096, 6144, 8192, 12288, 32768])
 def test_rows_a_plain_loop_reads_once_also_loop_in_long_chunks(n: int):
-    """sum reads each element once, looped or not: chunks of 4096 (and 8192 where the row is longer) beside 2048 and
-    1024, each with the warps of its length. rms_norm (reads its row twice looped) and var (an online reduction) get
-    no long chunks below 32K."""
+    """sum reads each element once, looped or not: chunks of 4096 where the row is longer than 4096, and of 8192
+    where it is longer than 8192, beside 2048 and 1024, each with the warps of its length. rms_norm (reads its row
+    twice looped) and var (an online reduction) get no long chunks below 32K."""
+    short = {(2048, 8), (1024, 4)}
+    long_ones = {(r, r // 256) for r in (4096, 8192) if n > r}
+    assert _plain_loops(planned("sum", 2**26 // n, n)[0]) == short | long_ones
+    assert _plain_loops(planned("rms_norm", 2**26 // n, n)[0]) == short
+    assert _plain_loops(planned("var", 2**26 // n, n)[0]) == short
 
-    def looped(op: str) -> set[tuple[int, int]]:
-        cands = planned(op, 2**26 // n, n)[0].plan.candidates
-        plain = [c for c in cands if c.config.kind == "looped" and c.config.split == 1 and not c.config.unroll > 1]
-        return {(c.config.RBLOCK, c.config.num_warps) for c in plain if not c.config.no_rblock_scaling}
 
-    long_ones = {(4096, 16)} | ({(8192, 32)} if n > 8192 else set())
-    assert looped("sum") == long_ones | {(2048, 8), (1024, 4)}
-    assert looped("rms_norm") == looped("var") == {(2048, 8), (1024, 4)}
+def test_cross_entropy_mean_over_its_rows_loops_in_long_chunks_and_its_rows_do_not():
+    rows, mean = planned("cross_entropy", 5461, 12288)
+    assert _plain_loops(rows) == {(2048, 8), (1024, 4)}
+    assert _plain_loops(mean) == {(2048, 8), (1024, 4), (4096, 16)}  # a mean over 5461 losses
 
 
 def test_rows_that_split_rows_serve_loop_in_long_chunks_unless_they_gather():

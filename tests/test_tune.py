@@ -211,13 +211,16 @@ def test_a_prepared_call_is_built_once_and_its_errors_come_with_the_call(monkeyp
         bad(x)
 
 
-def _scripted_tuning(monkeypatch, timings: dict[Config, list]) -> tuple[Config, dict, collections.Counter]:
-    """Tune forms whose successive timings are scripted (None: refused at launch): (pick, trials by config, calls)."""
+def test_the_fastest_form_is_picked_and_one_refused_at_launch_is_skipped(monkeypatch):
+    """Each candidate is timed once; the fastest is the pick; a candidate whose launch is refused (a split row's grid
+    that cannot be co-resident) is kept in the trials with the reason, not fatal."""
     import triton.testing
 
     from rblock.plan import DEFAULT, Candidate
     from rblock.runtime.tune import tune
 
+    slow, fast, refused = (Config("looped", 1, r, 8) for r in (1024, 2048, 4096))
+    times = {slow: 51.0, fast: 50.0, refused: None}
     calls = collections.Counter()
 
     class FakeProgram:
@@ -229,21 +232,13 @@ def _scripted_tuning(monkeypatch, timings: dict[Config, list]) -> tuple[Config, 
 
         def run(self, inputs, outputs):
             calls[self.cfg] += 1
-            us = timings[self.cfg][calls[self.cfg] - 1]
-            if us is None:
+            if times[self.cfg] is None:
                 raise RuntimeError("cooperative launch refused")
-            return us
+            return times[self.cfg]
 
     monkeypatch.setattr(triton.testing, "do_bench", lambda fn, **kw: fn() / 1000)
-    best, trials = tune([Candidate(c, "test") for c in timings], FakeProgram, [], [], DEFAULT, 65536)
-    return best, {t.config: t for t in trials}, calls
-
-
-def test_the_fastest_form_is_picked_and_one_refused_at_launch_is_skipped(monkeypatch):
-    """Each candidate is timed once; the fastest is the pick; a candidate whose launch is refused (a split row's grid
-    that cannot be co-resident) is kept in the trials with the reason, not fatal."""
-    slow, fast, refused = (Config("looped", 1, r, 8) for r in (1024, 2048, 4096))
-    best, by_cfg, calls = _scripted_tuning(monkeypatch, {slow: [51.0], fast: [50.0], refused: [None]})
+    best, trials = tune([Candidate(c, "test") for c in times], FakeProgram, [], [], DEFAULT, 65536)
+    by_cfg = {t.config: t for t in trials}
     assert best == fast
     assert calls == {slow: 1, fast: 1, refused: 1}
     assert by_cfg[fast].median_us == 50.0 and by_cfg[refused].median_us is None

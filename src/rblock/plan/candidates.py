@@ -160,10 +160,10 @@ def _looped(f: Features, h: Heuristics, register_intensive: bool) -> list[Candid
         Config("looped", tiny_x, tiny_r, warps_for(h, tiny_x * tiny_r)), f"tiny: {tiny_x} rows per program"
     )
     # rows no program holds, and rows a plain loop reads once (a persistent form saves nothing): chunks as long as
-    # torch.compile's max-autotune tries. Its picks for sum at 8192-32768 took 4096 x 16-32 warps, 2-4% ahead of
-    # 2048 x 8 (H100, benchmarks/NOTES.md, twenty-seventh day)
-    plain_read = f.saved_bytes_ratio == 1 and not (f.online_reductions or f.gathers)
-    long_enough = f.rnumel > h.seed_max_rnumel or plain_read
+    # torch.compile's max-autotune tries. For sum at 8192-32768 it took 4096 x 32 warps, 4096 x 16 or 2048 x 16, and
+    # ran 2-5% ahead of rblock's 2048 x 8 and 1024 x 4 (H100, benchmarks/NOTES.md, twenty-seventh day)
+    reads_once = f.looped_read_bytes == f.persistent_read_bytes and not f.online_reductions
+    long_enough = f.rnumel > h.seed_max_rnumel or reads_once
     long_rows = [
         Candidate(
             Config("looped", 1, r, warps_for(h, r)),

@@ -177,7 +177,8 @@ class Program:
             held = self._sync.pop((dev, "spare"), None) or fresh()
             self._sync[(dev, "graph", id(held[1]))] = held
             return held
-        key = (dev, driver.active.get_current_stream(dev.index) if dev.type == "cuda" else 0)  # the raw stream
+        # the stream the launches go to (Triton's current one), read raw: no torch.cuda.Stream is made per call
+        key = (dev, driver.active.get_current_stream(driver.active.get_current_device()) if dev.type == "cuda" else 0)
         if key not in self._sync:
             self._sync[key] = fresh()
             if dev.type == "cuda" and (dev, "spare") not in self._sync:
