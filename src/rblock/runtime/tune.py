@@ -49,9 +49,6 @@ def tune(
 
     programs = {c.config: make_program(c.config) for c in candidates}
 
-    def bench(prog: Program) -> float:
-        return 1000 * triton.testing.do_bench(lambda: prog.run(inputs, outputs), warmup=5, rep=20, return_mode="median")
-
     def build(cfg: Config) -> tuple[Config, tuple[int, int] | Exception]:
         try:
             return cfg, programs[cfg].compile(inputs, outputs, in_workers=True)
@@ -88,14 +85,17 @@ def tune(
         )
         us, note = None, "" if timed else f"spills {spills} bytes"
         if timed:
+            prog = programs[c.config]
             try:
-                us = bench(programs[c.config])
+                ms = triton.testing.do_bench(lambda: prog.run(inputs, outputs), warmup=5, rep=20, return_mode="median")
+                us = 1000 * ms
             except Exception as e:  # refused at launch (a split row's grid cannot be co-resident): skipped
                 note = f"launch failed: {type(e).__name__}: {e}"[:300]
         trials.append(Trial(c.config, c.reason, us, regs, spills, note))
-    if all(t.median_us is None for t in trials):
+    timed_trials = [t for t in trials if t.median_us is not None]
+    if not timed_trials:
         raise CompileFailed("no candidate compiled: " + "; ".join(t.note for t in trials))
-    return min((t for t in trials if t.median_us is not None), key=lambda t: t.median_us).config, trials
+    return min(timed_trials, key=lambda t: t.median_us).config, trials
 
 
 def compile_all(
