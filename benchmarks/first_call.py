@@ -6,6 +6,9 @@ another, which shows how much of the compile overlaps.
 
     python benchmarks/first_call.py --points layer_norm:32768,cross_entropy:5120 [--total 67108864]
         [--modes workers,threads,serial]
+
+`--cold`: instead, a process's very first call (the first point of a benchmark's process), with the profile of this
+thread's time in it, as a fresh process on a fresh machine pays it.
 """
 
 from __future__ import annotations
@@ -13,8 +16,11 @@ from __future__ import annotations
 import argparse
 import collections
 import contextlib
+import cProfile
 import gc
+import io
 import os
+import pstats
 import tempfile
 import threading
 import time
@@ -109,13 +115,38 @@ def first_call(op: str, n: int, total: int, mode: str) -> str:
     )
 
 
+def cold(op: str, n: int, total: int, entries: int = 30) -> str:
+    """The process's first call, whatever it meets first (Triton's start, the workers' start, a cache never filled),
+    with the profile of this thread's time in it, by cumulative time."""
+    torch.manual_seed(0)
+    inputs = prov.make_inputs(op, total // n, n, torch.bfloat16, "cuda")
+    provider = prov.resolve(["rblock"])[0][0]
+    with provider.scope():
+        torch.cuda.synchronize()
+        profile = cProfile.Profile()
+        t0 = time.perf_counter()
+        profile.enable()
+        provider.build(op, inputs)()
+        torch.cuda.synchronize()
+        profile.disable()
+        wall = time.perf_counter() - t0
+    text = io.StringIO()
+    pstats.Stats(profile, stream=text).sort_stats("cumulative").print_stats(entries)
+    return f"{op} ({total // n}, {n}) cold: first call {wall:.2f} s\n{text.getvalue()}"
+
+
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--points", default="layer_norm:32768,layer_norm:12288,cross_entropy:5120,rms_norm:8192")
     ap.add_argument("--total", type=int, default=2**26)
     ap.add_argument("--modes", default="workers,threads,serial")
+    ap.add_argument("--cold", action="store_true", help="the process's first call, profiled (the first point only)")
     args = ap.parse_args()
     print(torch.cuda.get_device_name(), os.cpu_count(), "CPUs", flush=True)
+    if args.cold:
+        op, n = args.points.split(",")[0].split(":")
+        print(cold(op, int(n), args.total), flush=True)
+        return
     # CUDA's, Triton's and the workers' start, not a first call's own cost
     first_call("rms_norm", 4096, args.total, "workers")
     for point in args.points.split(","):

@@ -34,7 +34,7 @@ def merge(out_dir: Path, name: str, parts: list[str]) -> dict:
         for run in d.get("runs") or [d]:  # an earlier merge keeps each of its runs' ceilings
             run_ops = [op for op in run.get("ops", ops) if op in ops]
             meta["runs"].append({"copy_GBps": run["copy_GBps"], "read_GBps": run["read_GBps"], "ops": run_ops,
-                                 "providers": providers})  # fmt: skip
+                                 "providers": providers, "process_start_s": run.get("process_start_s")})  # fmt: skip
     latest: dict[tuple, dict] = {}  # a later part's measurement of a point replaces an earlier part's
     for d in datas:
         for r in d["rows"]:

@@ -7,7 +7,8 @@ The targets are those of issues 5 (rows up to 32K) and 6 (rows above 32K, few hu
 A point no run measured is listed as such, never as met. Shares use the ceilings of the run that measured the row
 (a merged file keeps every run's copy and read bandwidth under `runs`). Small batches (`rblock bench --small-batch`)
 are judged per call against torch.compile, in plain calls and in CUDA graphs alike. The tuning target (a new shape in
-3 s) is shown as each point's first call, not judged: a process's first point also pays CUDA's start.
+3 s) is shown as each point's first call, not judged: in runs that did not time the process's start apart (listed
+below the table where they did), a process's first point also pays it.
 """
 
 from __future__ import annotations
@@ -168,6 +169,18 @@ def _counts(verdicts: list[dict]) -> str:
     return f"\n{counts[True]} met, {counts[False]} missed, {counts[None]} not measured in whole or in part, of {len(verdicts)}."
 
 
+def process_starts(data: dict) -> str:
+    """Each run's process start (every provider's first call, before the points), where the run timed it."""
+    lines = []
+    for run in data.get("runs") or [data]:
+        started = run.get("process_start_s")
+        if started:
+            ops = ", ".join(run.get("ops") or sorted({r["op"] for r in data["rows"]}))
+            times = ", ".join(f"{k} {_fmt(v, '.1f', ' s')}" for k, v in started.items())
+            lines.append(f"- the run of {ops}: {times}")
+    return "Process start (each provider's first call, before a run's points):\n" + "\n".join(lines) if lines else ""
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("results", type=Path, help="a JSON file written by `rblock bench` or merge_results.py")
@@ -178,6 +191,8 @@ def main() -> None:
     small = [v for v in assess_small_batches(data) if not (args.misses and v["met"])]
     print(f"{data.get('device', 'unknown device')}, rblock {data.get('rblock', '?')}\n\n{table(keep)}\n")
     print(small_batch_table(small))
+    if starts := process_starts(data):
+        print(f"\n{starts}")
 
 
 if __name__ == "__main__":

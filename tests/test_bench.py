@@ -99,10 +99,12 @@ def test_json_has_the_layout(tmp_path, rows):
         "rblock": "0.1.0",
         "copy_GBps": 4000.0,
         "read_GBps": 3500.0,
+        "process_start_s": {"rblock": 4.5, "compile": None},
     }
     path = report.write_json(tmp_path / "bench.json", {**meta, "ignored": 1}, report.add_speedups(rows))
     data = json.loads(path.read_text())
-    assert list(data) == ["device", "torch", "triton", "rblock", "copy_GBps", "read_GBps", "rows"]
+    assert list(data) == ["device", "torch", "triton", "rblock", "copy_GBps", "read_GBps", "process_start_s", "rows"]
+    assert data["process_start_s"] == {"rblock": 4.5, "compile": None}
     assert data["copy_GBps"] == 4000.0 and data["device"] == "H200"
     assert len(data["rows"]) == len(rows)
     for r in data["rows"]:
@@ -348,6 +350,28 @@ def test_run_points_records_rows_errors_and_missing_ops(capsys):
 
 
 @pytest.mark.usefixtures("cpu_harness")
+def test_process_start_times_each_providers_first_call():
+    """Before the points, each provider's first call in the process is timed on a small shape: a provider that fails
+    there is None (its points report the error), one without the op is left out."""
+
+    def failing(op, inputs):
+        def call():
+            raise RuntimeError("kernel failed")
+
+        return call
+
+    providers = [
+        prov.Provider("eager", lambda op, inputs: lambda: prov.EAGER[op](*inputs)),
+        prov.Provider("broken", failing),
+        prov.Provider("none", lambda op, inputs: None),
+        *prov.resolve(["rblock"])[0],
+    ]
+    started = harness.process_start("rms_norm", "fp32", providers)
+    assert list(started) == ["eager", "broken", "rblock"]
+    assert started["eager"] >= 0 and started["rblock"] > 0 and started["broken"] is None
+
+
+@pytest.mark.usefixtures("cpu_harness")
 def test_rblock_rows_name_the_config_each_kernel_runs():
     """Which candidate won is part of a row (the tuner's pick can differ between runs); other providers' rows have
     no configs."""
@@ -386,7 +410,10 @@ def test_targets_judge_each_point_against_its_own_runs_ceilings():
                 "GBps": gbps, "pct_of_copy": 100 * gbps / copy, "correct": True, "first_call_s": 1.0}  # fmt: skip
 
     data = {
-        "runs": [{"copy_GBps": 4000.0, "read_GBps": 3800.0}, {"copy_GBps": 4200.0, "read_GBps": 3000.0}],
+        "runs": [
+            {"copy_GBps": 4000.0, "read_GBps": 3800.0, "ops": ["rms_norm"], "process_start_s": {"rblock": 7.4}},
+            {"copy_GBps": 4200.0, "read_GBps": 3000.0},  # a run that timed no process start
+        ],
         "rows": [
             row("rms_norm", 4096, "rblock", 70.0, 4000.0),  # 3835 GB/s: 95.9% of 4000
             row("rms_norm", 4096, "compile", 71.0, 4000.0),
@@ -413,6 +440,8 @@ def test_targets_judge_each_point_against_its_own_runs_ceilings():
     text = targets.table(list(verdicts.values()))
     assert "2 met, 3 missed," in text and "| 6 | sum | 16777216 | 4 |" in text
     assert "| 5 | rms_norm | 16384 | 4096 |" in text and "peers not measured" in text
+    assert targets.process_starts(data).splitlines()[1:] == ["- the run of rms_norm: rblock 7.4 s"]
+    assert targets.process_starts({"rows": []}) == ""
 
 
 def test_targets_judge_small_batches_plain_and_in_graphs():

@@ -27,6 +27,7 @@ from rblock.ops.registry import max_rel_error
 TOLERANCE = {"bf16": 3e-2, "fp16": 5e-3, "fp32": 1e-4}  # max |out - ref| / max |ref|
 BANDWIDTH_NUMEL = 1 << 28
 SMALL_BATCH_GRAPH_CALLS = 20  # small batches in a CUDA graph: calls captured back to back per replay
+PROCESS_START_SHAPE = (64, 1024)  # (M, N): the call that starts each provider in the process, before the points
 NO_GPU = "rblock bench needs a CUDA GPU (none found)"
 
 
@@ -147,6 +148,28 @@ def measure(
     return row
 
 
+def process_start(op: str, dtype: str, providers: list[prov.Provider]) -> dict[str, float | None]:
+    """Each provider's first call in this process, on a small shape of `op` (seconds; None if it failed): what a
+    process pays once (imports, Triton's start and its launcher built in a fresh cache, compile workers), so that each
+    point's first call is the cost of a new shape alone."""
+    point = make_point(op, *PROCESS_START_SHAPE, dtype)
+    seconds: dict[str, float | None] = {}
+    for provider in providers:
+        try:
+            with provider.scope():
+                fn = provider.build(op, point.inputs)
+                if fn is None:
+                    continue
+                torch.cuda.synchronize()
+                start = time.perf_counter()
+                fn()
+                torch.cuda.synchronize()
+                seconds[provider.name] = time.perf_counter() - start
+        except Exception:  # noqa: BLE001 -- its points report the error
+            seconds[provider.name] = None
+    return seconds
+
+
 def _free() -> None:
     gc.collect()
     torch.cuda.empty_cache()
@@ -249,6 +272,15 @@ def _run(args: argparse.Namespace, sweep: Sweep) -> int:
             meta["copy_GBps"], meta["read_GBps"] = bandwidths()
             _free()
             print(f"copy {meta['copy_GBps']:.0f} GB/s, read {meta['read_GBps']:.0f} GB/s", flush=True)
+            meta["process_start_s"] = process_start(sweep.ops[0], sweep.dtype, providers)
+            _free()
+            started = ", ".join(
+                f"{k} {v:.2f} s" if v is not None else f"{k} failed" for k, v in meta["process_start_s"].items()
+            )
+            print(
+                f"process start ({sweep.ops[0]} {PROCESS_START_SHAPE}, each provider's first call): {started}",
+                flush=True,
+            )
             shapes = [(max(1, sweep.total // n), n) for n in sweep.ns]
             run_points(
                 sweep.ops, shapes, sweep.dtype, providers, meta["copy_GBps"], False, done, save, None, sweep.graphs
