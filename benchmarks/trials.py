@@ -1,10 +1,12 @@
 """Time every candidate the planner proposes, through rblock's own tuner, for many ops and row lengths: the data
 behind the planner's thresholds. `--configs` also times configs the planner does not propose (each forced, checked
 against the fp64 reference), to try a form before the planner offers it. Prints each trial and writes
-OUT_DIR/trials.json.
+OUT_DIR/trials.json. rblock's and Triton's caches are fresh ones of the run's own (a pick found cached would be
+loaded, its candidates not timed), unless `--keep-cache`.
 
     python benchmarks/trials.py OUT_DIR [--ops rms_norm,softmax] [--ns 4096,32768] [--total 67108864] [--dim 0]
         [--configs '[{"kind": "split_row", "XBLOCK": 1, "RBLOCK": 16384, "num_warps": 16, "split": 2}]']
+        [--keep-cache]
 """
 
 from __future__ import annotations
@@ -12,6 +14,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import tempfile
 import time
 
 import torch
@@ -34,7 +37,11 @@ def main() -> None:
     ap.add_argument("--total", type=int, default=2**26)
     ap.add_argument("--dim", type=int, default=-1, help="reduced dim, for ops that take one (sum over dim 0)")
     ap.add_argument("--configs", default="[]", help="JSON list of rblock.Config fields, each also timed (forced)")
+    ap.add_argument("--keep-cache", action="store_true", help="use the usual caches (cached picks are not tuned)")
     args = ap.parse_args()
+    fresh = None if args.keep_cache else tempfile.TemporaryDirectory(prefix="rblock-trials-")  # removed at exit
+    if fresh is not None:
+        os.environ["RBLOCK_CACHE_DIR"], os.environ["TRITON_CACHE_DIR"] = fresh.name, os.path.join(fresh.name, "triton")
     extra = [rblock.Config(**c) for c in json.loads(args.configs)]
     os.makedirs(args.out, exist_ok=True)
     copy, _ = bandwidths()
