@@ -116,12 +116,14 @@ def first_call(op: str, n: int, total: int, mode: str) -> str:
 
 
 def cold(op: str, n: int, total: int, entries: int = 30) -> str:
-    """The process's first call, whatever it meets first (Triton's start, the workers' start, a cache never filled),
-    with the profile of this thread's time in it, by cumulative time."""
+    """The process's first call, with fresh rblock and Triton caches as the other modes have (its imports, Triton's
+    and the workers' start, the launchers Triton builds), with the profile of this thread's time in it, by
+    cumulative time."""
     torch.manual_seed(0)
     inputs = prov.make_inputs(op, total // n, n, torch.bfloat16, "cuda")
     provider = prov.resolve(["rblock"])[0][0]
-    with provider.scope():
+    with tempfile.TemporaryDirectory() as tmp, provider.scope():
+        os.environ["RBLOCK_CACHE_DIR"], os.environ["TRITON_CACHE_DIR"] = tmp, os.path.join(tmp, "triton")
         torch.cuda.synchronize()
         profile = cProfile.Profile()
         t0 = time.perf_counter()

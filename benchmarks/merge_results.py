@@ -26,7 +26,7 @@ def _load(part: str) -> dict:
 
 def merge(out_dir: Path, name: str, parts: list[str]) -> dict:
     datas = [_load(p) for p in parts]
-    meta = {k: v for k, v in datas[0].items() if k not in ("rows", "runs")}
+    meta = {k: v for k, v in datas[0].items() if k not in ("rows", "runs", "process_start_s")}  # per run, below
     meta["runs"] = []
     for d in datas:
         providers = sorted({r["provider"] for r in d["rows"]})

@@ -175,7 +175,7 @@ def process_starts(data: dict) -> str:
     for run in data.get("runs") or [data]:
         started = run.get("process_start_s")
         if started:
-            ops = ", ".join(run.get("ops") or sorted({r["op"] for r in data["rows"]}))
+            ops = ", ".join(run["ops"] if "ops" in run else sorted({r["op"] for r in data["rows"]})) or "no op"
             times = ", ".join(f"{k} {_fmt(v, '.1f', ' s')}" for k, v in started.items())
             lines.append(f"- the run of {ops}: {times}")
     return "Process start (each provider's first call, before a run's points):\n" + "\n".join(lines) if lines else ""

@@ -39,7 +39,7 @@ def main() -> None:
     ap.add_argument("--configs", default="[]", help="JSON list of rblock.Config fields, each also timed (forced)")
     ap.add_argument("--keep-cache", action="store_true", help="use the usual caches (cached picks are not tuned)")
     args = ap.parse_args()
-    fresh = None if args.keep_cache else tempfile.TemporaryDirectory(prefix="rblock-trials-")  # removed at exit
+    fresh = None if args.keep_cache else tempfile.TemporaryDirectory(prefix="rblock-trials-")
     if fresh is not None:
         os.environ["RBLOCK_CACHE_DIR"], os.environ["TRITON_CACHE_DIR"] = fresh.name, os.path.join(fresh.name, "triton")
     extra = [rblock.Config(**c) for c in json.loads(args.configs)]

@@ -351,8 +351,8 @@ def test_run_points_records_rows_errors_and_missing_ops(capsys):
 
 @pytest.mark.usefixtures("cpu_harness")
 def test_process_start_times_each_providers_first_call():
-    """Before the points, each provider's first call in the process is timed on a small shape: a provider that fails
-    there is None (its points report the error), one without the op is left out."""
+    """Before the points, each provider's first call in the process is timed on a small shape of the first op it has:
+    a provider that fails there is None (its points report the error), one with none of the ops is left out."""
 
     def failing(op, inputs):
         def call():
@@ -360,15 +360,36 @@ def test_process_start_times_each_providers_first_call():
 
         return call
 
+    built = []
+
+    def softmax_only(op, inputs):
+        built.append((op, tuple(inputs[0].shape)))
+        return (lambda: torch.softmax(inputs[0], -1)) if op == "softmax" else None
+
     providers = [
         prov.Provider("eager", lambda op, inputs: lambda: prov.EAGER[op](*inputs)),
         prov.Provider("broken", failing),
         prov.Provider("none", lambda op, inputs: None),
+        prov.Provider("softmax_only", softmax_only),
         *prov.resolve(["rblock"])[0],
     ]
-    started = harness.process_start("rms_norm", "fp32", providers)
-    assert list(started) == ["eager", "broken", "rblock"]
-    assert started["eager"] >= 0 and started["rblock"] > 0 and started["broken"] is None
+    started = harness.process_start(("rms_norm", "softmax"), "fp32", providers)
+    assert list(started) == ["eager", "broken", "softmax_only", "rblock"]
+    assert started["eager"] > 0 and started["rblock"] > 0 and started["softmax_only"] > 0
+    assert started["broken"] is None
+    assert built == [("rms_norm", harness.PROCESS_START_SHAPE), ("softmax", harness.PROCESS_START_SHAPE)]
+
+
+def test_merged_results_keep_each_runs_process_start(tmp_path, rows):
+    """A merge keeps each run's process start with its run, and none at the top as if it were every run's."""
+    merge_results = _script("merge_results")
+    parts = []
+    for i, started in enumerate(({"rblock": 5.0}, {"rblock": 4.0, "compile": None})):
+        meta = {"device": "H200", "copy_GBps": 4000.0 + i, "read_GBps": 3800.0, "process_start_s": started}
+        parts.append(str(report.write_json(tmp_path / f"part{i}.json", meta, rows)))
+    merged = merge_results.merge(tmp_path, "merged", parts)
+    assert [run["process_start_s"] for run in merged["runs"]] == [{"rblock": 5.0}, {"rblock": 4.0, "compile": None}]
+    assert json.loads((tmp_path / "merged.json").read_text())["process_start_s"] is None
 
 
 @pytest.mark.usefixtures("cpu_harness")
@@ -385,13 +406,13 @@ def test_rblock_rows_name_the_config_each_kernel_runs():
     assert "configs" not in by["eager"]
 
 
-def _targets_module():
-    """benchmarks/targets.py is a script beside the benchmarks, not part of the package."""
+def _script(name: str):
+    """A script beside the benchmarks (benchmarks/NAME.py), not part of the package."""
     import importlib.util
     from pathlib import Path
 
-    path = Path(__file__).resolve().parents[1] / "benchmarks" / "targets.py"
-    spec = importlib.util.spec_from_file_location("rblock_targets", path)
+    path = Path(__file__).resolve().parents[1] / "benchmarks" / f"{name}.py"
+    spec = importlib.util.spec_from_file_location(f"rblock_{name}", path)
     module = importlib.util.module_from_spec(spec)
     sys.modules[spec.name] = module  # its dataclass looks its module up
     spec.loader.exec_module(module)
@@ -401,7 +422,7 @@ def _targets_module():
 def test_targets_judge_each_point_against_its_own_runs_ceilings():
     """A share is taken of the ceiling of the run that measured the row; a point meets its target only with its
     share and its peer ratios; a point no run measured is never met."""
-    targets = _targets_module()
+    targets = _script("targets")
 
     def row(op, n, provider, us, copy, m=None):
         nbytes = 4.0 * 2**26  # bf16 read and written
@@ -411,7 +432,12 @@ def test_targets_judge_each_point_against_its_own_runs_ceilings():
 
     data = {
         "runs": [
-            {"copy_GBps": 4000.0, "read_GBps": 3800.0, "ops": ["rms_norm"], "process_start_s": {"rblock": 7.4}},
+            {
+                "copy_GBps": 4000.0,
+                "read_GBps": 3800.0,
+                "ops": ["rms_norm"],
+                "process_start_s": {"rblock": 7.4, "liger": None},
+            },  # fmt: skip
             {"copy_GBps": 4200.0, "read_GBps": 3000.0},  # a run that timed no process start
         ],
         "rows": [
@@ -440,12 +466,12 @@ def test_targets_judge_each_point_against_its_own_runs_ceilings():
     text = targets.table(list(verdicts.values()))
     assert "2 met, 3 missed," in text and "| 6 | sum | 16777216 | 4 |" in text
     assert "| 5 | rms_norm | 16384 | 4096 |" in text and "peers not measured" in text
-    assert targets.process_starts(data).splitlines()[1:] == ["- the run of rms_norm: rblock 7.4 s"]
+    assert targets.process_starts(data).splitlines()[1:] == ["- the run of rms_norm: rblock 7.4 s, liger -"]
     assert targets.process_starts({"rows": []}) == ""
 
 
 def test_targets_judge_small_batches_plain_and_in_graphs():
-    targets = _targets_module()
+    targets = _script("targets")
     rows = []
     for provider, us in (("rblock", 20.0), ("compile", 40.0), ("rblock_graph", 2.0), ("compile_graph", 3.0)):
         rows.append({"op": "softmax", "M": 1, "N": 4096, "provider": provider, "median_us": us, "correct": True,

@@ -148,25 +148,28 @@ def measure(
     return row
 
 
-def process_start(op: str, dtype: str, providers: list[prov.Provider]) -> dict[str, float | None]:
-    """Each provider's first call in this process, on a small shape of `op` (seconds; None if it failed): what a
-    process pays once (imports, Triton's start and its launcher built in a fresh cache, compile workers), so that each
-    point's first call is the cost of a new shape alone."""
-    point = make_point(op, *PROCESS_START_SHAPE, dtype)
+def process_start(ops: tuple[str, ...], dtype: str, providers: list[prov.Provider]) -> dict[str, float | None]:
+    """Each provider's first call in this process, on a small shape of the first of `ops` it has (seconds; None if it
+    failed): what a process pays once (imports, Triton's start and its launcher built in a fresh cache, compile
+    workers), so that each point's first call is the cost of a new shape alone (but a point of that very shape, whose
+    tuning is then cached)."""
     seconds: dict[str, float | None] = {}
     for provider in providers:
-        try:
-            with provider.scope():
-                fn = provider.build(op, point.inputs)
-                if fn is None:
-                    continue
-                torch.cuda.synchronize()
-                start = time.perf_counter()
-                fn()
-                torch.cuda.synchronize()
-                seconds[provider.name] = time.perf_counter() - start
-        except Exception:  # noqa: BLE001 -- its points report the error
-            seconds[provider.name] = None
+        for op in ops:
+            try:
+                point = make_point(op, *PROCESS_START_SHAPE, dtype)
+                with provider.scope():
+                    fn = provider.build(op, point.inputs)
+                    if fn is None:
+                        continue  # the provider lacks this op: its next one
+                    torch.cuda.synchronize()
+                    start = time.perf_counter()
+                    fn()
+                    torch.cuda.synchronize()
+                    seconds[provider.name] = time.perf_counter() - start
+            except Exception:  # noqa: BLE001 -- its points report the error
+                seconds[provider.name] = None
+            break
     return seconds
 
 
@@ -272,13 +275,13 @@ def _run(args: argparse.Namespace, sweep: Sweep) -> int:
             meta["copy_GBps"], meta["read_GBps"] = bandwidths()
             _free()
             print(f"copy {meta['copy_GBps']:.0f} GB/s, read {meta['read_GBps']:.0f} GB/s", flush=True)
-            meta["process_start_s"] = process_start(sweep.ops[0], sweep.dtype, providers)
+            meta["process_start_s"] = process_start(sweep.ops, sweep.dtype, providers)
             _free()
             started = ", ".join(
                 f"{k} {v:.2f} s" if v is not None else f"{k} failed" for k, v in meta["process_start_s"].items()
             )
             print(
-                f"process start ({sweep.ops[0]} {PROCESS_START_SHAPE}, each provider's first call): {started}",
+                f"process start (each provider's first call, on {PROCESS_START_SHAPE} of its first op): {started}",
                 flush=True,
             )
             shapes = [(max(1, sweep.total // n), n) for n in sweep.ns]
