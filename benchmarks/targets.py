@@ -7,8 +7,8 @@ The targets are those of issues 5 (rows up to 32K) and 6 (rows above 32K, few hu
 A point no run measured is listed as such, never as met. Shares use the ceilings of the run that measured the row
 (a merged file keeps every run's copy and read bandwidth under `runs`). Small batches (`rblock bench --small-batch`)
 are judged per call against torch.compile, in plain calls and in CUDA graphs alike. The tuning target (a new shape in
-3 s) is shown as each point's first call, not judged: in runs that did not time the process's start apart (listed
-below the table where they did), a process's first point also pays it.
+3 s) is judged on each point's first call where its run timed the process's start apart (listed below the table);
+elsewhere a process's first point also paid it, and first calls are shown (marked †), not judged.
 """
 
 from __future__ import annotations
@@ -57,12 +57,12 @@ def targets() -> list[Target]:
     return out
 
 
-def _ceilings(data: dict, row: dict) -> tuple[float, float]:
-    """The copy and read bandwidth of the run that measured `row`: its copy is recovered from its own share."""
+def _run_of(data: dict, row: dict) -> dict:
+    """The run that measured `row` (its ceilings, whether it timed the process's start): found from the row's own
+    share of copy."""
     copy = row["GBps"] * 100 / row["pct_of_copy"]
     runs = data.get("runs") or [data]
-    run = min(runs, key=lambda r: abs(r["copy_GBps"] - copy))
-    return run["copy_GBps"], run["read_GBps"]
+    return min(runs, key=lambda r: abs(r["copy_GBps"] - copy))
 
 
 def _at_least(ratio: float | None, target: float) -> bool | None:
@@ -83,11 +83,12 @@ def assess(data: dict) -> list[dict]:
     for t in targets():
         ours = rows.get((t.op, t.M, t.N, "rblock"))
         verdict = {"target": t, "share": None, "graph_share": None, "peer": None, "vs_peer": None,
-                   "vs_compile": None, "first_call_s": None, "met": None}  # fmt: skip
+                   "vs_compile": None, "first_call_s": None, "first_call_judged": False, "met": None}  # fmt: skip
         if ours:
+            run = _run_of(data, ours)
             verdict["first_call_s"] = ours.get("first_call_s")
-            copy, read = _ceilings(data, ours)
-            ceiling = copy if t.ceiling == "copy" else read
+            verdict["first_call_judged"] = bool(run.get("process_start_s")) and verdict["first_call_s"] is not None
+            ceiling = run["copy_GBps"] if t.ceiling == "copy" else run["read_GBps"]
             verdict["share"] = 100 * ours["GBps"] / ceiling
             graphed = rows.get((t.op, t.M, t.N, "rblock_graph"))
             if graphed:
@@ -103,6 +104,7 @@ def assess(data: dict) -> list[dict]:
                 verdict["share"] >= t.share,
                 _at_least(verdict["vs_peer"], t.vs_peers),
                 _at_least(verdict["vs_compile"], t.vs_compile),
+                not verdict["first_call_judged"] or verdict["first_call_s"] <= FIRST_CALL_S,
             )
             verdict["met"] = False if False in checks else (None if None in checks else True)
         out.append(verdict)
@@ -146,8 +148,11 @@ def table(verdicts: list[dict]) -> str:
         lines.append(
             f"| {t.issue} | {t.op} | {t.N} | {t.M} | {_fmt(v['share'], '.1f')} of {t.ceiling} (≥ {t.share:.0f}) | "
             f"{_fmt(v['graph_share'], '.1f')} | {v['peer'] or '-'} | {_fmt(v['vs_peer'], '.2f', '×')}{peer_target} | "
-            f"{_fmt(v['vs_compile'], '.2f', '×')}{compile_target} | {_fmt(v['first_call_s'], '.1f')} | {met} |"
+            f"{_fmt(v['vs_compile'], '.2f', '×')}{compile_target} | {_fmt(v['first_call_s'], '.1f')}"
+            f"{'' if v['first_call_judged'] or v['first_call_s'] is None else ' †'} | {met} |"
         )
+    if any(v["first_call_s"] is not None and not v["first_call_judged"] for v in verdicts):
+        lines.append("\n† not judged: the run did not time the process's start apart, which its first point paid.")
     return "\n".join(lines + [_counts(verdicts)])
 
 

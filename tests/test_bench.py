@@ -424,11 +424,11 @@ def test_targets_judge_each_point_against_its_own_runs_ceilings():
     share and its peer ratios; a point no run measured is never met."""
     targets = _script("targets")
 
-    def row(op, n, provider, us, copy, m=None):
+    def row(op, n, provider, us, copy, m=None, first=1.0):
         nbytes = 4.0 * 2**26  # bf16 read and written
         gbps = nbytes / us / 1e3
         return {"op": op, "M": m or 2**26 // n, "N": n, "dtype": "bf16", "provider": provider, "median_us": us,
-                "GBps": gbps, "pct_of_copy": 100 * gbps / copy, "correct": True, "first_call_s": 1.0}  # fmt: skip
+                "GBps": gbps, "pct_of_copy": 100 * gbps / copy, "correct": True, "first_call_s": first}  # fmt: skip
 
     data = {
         "runs": [
@@ -451,6 +451,10 @@ def test_targets_judge_each_point_against_its_own_runs_ceilings():
             row("softmax", 4096, "compile", 80.0, 4000.0),  # 1.14x compile: softmax needs 1.3x
             row("sum", 16777216, "rblock", 40.0, 4200.0, m=4),  # 3355 GB/s of read 3000: over 100%
             row("rms_norm", 16384, "rblock", 70.0, 4000.0),  # no peer timed: its ratio is unknown
+            row("softmax", 1024, "rblock", 70.0, 4000.0, first=3.5),  # a first call over 3 s, judged in this run
+            row("softmax", 1024, "compile", 95.0, 4000.0),
+            row("softmax", 8192, "rblock", 66.0, 4200.0, first=3.5),  # the same where the run paid its start in it
+            row("softmax", 8192, "compile", 90.0, 4200.0),
         ],
     }
     verdicts = {(v["target"].op, v["target"].N): v for v in targets.assess(data)}
@@ -463,8 +467,12 @@ def test_targets_judge_each_point_against_its_own_runs_ceilings():
     assert verdicts[("sum", 16777216)]["met"] and verdicts[("sum", 16777216)]["share"] > 100
     assert verdicts[("rms_norm", 16384)]["met"] is None and verdicts[("rms_norm", 16384)]["share"] > 92
     assert verdicts[("layer_norm", 4096)]["met"] is None and verdicts[("layer_norm", 4096)]["share"] is None
+    slow_start = verdicts[("softmax", 1024)]
+    assert slow_start["first_call_judged"] and slow_start["met"] is False and slow_start["vs_compile"] > 1.3
+    assert not verdicts[("softmax", 8192)]["first_call_judged"] and verdicts[("softmax", 8192)]["met"] is True
     text = targets.table(list(verdicts.values()))
-    assert "2 met, 3 missed," in text and "| 6 | sum | 16777216 | 4 |" in text
+    assert "3 met, 4 missed," in text and "| 6 | sum | 16777216 | 4 |" in text
+    assert "| 3.5 | **no** |" in text and "| 3.5 † | yes |" in text
     assert "| 5 | rms_norm | 16384 | 4096 |" in text and "peers not measured" in text
     assert targets.process_starts(data).splitlines()[1:] == ["- the run of rms_norm: rblock 7.4 s, liger -"]
     assert targets.process_starts({"rows": []}) == ""
