@@ -13,6 +13,7 @@ from rblock.ops.registry import OPS, max_rel_error
 CASES = [
     ("rms_norm", 3, 4096, -1),  # looped by default, with the persistent_rblock candidate
     ("rms_norm", 5, 300, -1),
+    ("rms_norm", 3, 1500, -1),  # read twice by loops, short of the seed: single passes of its own
     ("softmax", 3, 4096, -1),
     ("softmax", 9, 100, -1),
     ("layer_norm", 3, 2500, -1),

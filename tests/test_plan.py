@@ -158,6 +158,26 @@ def test_online_reductions_get_single_pass_candidates_up_to_32k(op: str, n: int,
         assert len({cfg.num_warps for cfg in single}) == 4
 
 
+@pytest.mark.parametrize(
+    ("op", "n", "expected"),
+    [("rms_norm", 2048, True), ("fused_add_rms_norm", 1500, True), ("rms_norm", 1025, True),
+     ("rms_norm", 1024, False), ("rms_norm", 2049, False), ("sum", 2048, False)],
+)  # fmt: skip
+def test_rows_read_twice_short_of_the_seed_get_single_passes(op: str, n: int, expected: bool):
+    """Rows above the single-pass limit (1024) and not above the seed's (2048) that a loop reads twice get single
+    passes of their own and a loop of 8 rows a program: at 1024 the default is one already, above 2048 the seed's,
+    and a sum reads its row once."""
+    (c,) = planned(op, 512, n)
+    ours = [cand.config for cand in c.plan.candidates if "too short for PR 161055's" in cand.reason]
+    assert bool(ours) == expected
+    if expected:  # the row in one tile, two rows a program, held as loaded (recompute) or in fp32, at two warp counts
+        assert {(cfg.kind, cfg.XBLOCK, cfg.RBLOCK) for cfg in ours} == {("persistent", 2, 2048)}
+        assert {cfg.recompute for cfg in ours} == {False, True} and {cfg.num_warps for cfg in ours} == {4, 8}
+        assert any(cand.config.kind == "looped" for cand in c.plan.candidates)  # the tuner measures both
+    tall = [cand.config for cand in c.plan.candidates if "as max-autotune tries" in cand.reason]
+    assert [(cfg.kind, cfg.XBLOCK, cfg.RBLOCK, cfg.num_warps) for cfg in tall] == ([("looped", 8, 2048, 4)] * expected)
+
+
 def test_few_rows_get_a_row_per_program_in_one_tile():
     def whole_rows(m: int, n: int) -> list:
         c = planned("sum", m, n)[0]

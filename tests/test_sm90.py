@@ -44,7 +44,7 @@ def test_every_candidate_compiles_for_sm90(tmp_path):
         for op, (m, n), dim in [
             ("rms_norm", (2048, 32768), -1), ("rms_norm", (64, 1000), -1), ("softmax", (2048, 32768), -1),
             ("layer_norm", (16, 5120), -1), ("cross_entropy", (64, 50257), -1), ("fused_add_rms_norm", (64, 4096), -1),
-            ("fused_add_rms_norm", (64, 50257), -1),
+            ("fused_add_rms_norm", (64, 50257), -1), ("fused_add_rms_norm", (64, 1536), -1),
             ("var", (64, 8192), -1), ("sum", (4096, 4096), 0), ("sum", (5461, 12288), 0), ("sum", (22369, 3000), 0),
             ("logsumexp", (16, 3000), -1),
             ("amax", (8, 3000), -1),

@@ -337,6 +337,18 @@ def _narrow_columns(f: Features, xblock: int) -> bool:
     return f.hint in (Hint.OUTER, Hint.OUTER_TINY) and xblock * _elem_bytes(f) < 32
 
 
+def _read_twice_short_of_seed(f: Features, h: Heuristics) -> bool:
+    """Rows between the single-pass limit and the seed's lower bound that a loop reads twice, which neither rule
+    offers a single pass. On an H100, in three runs, fused_add_rms_norm's single passes of two rows ran 181.2-182.3
+    us at (43690, 1536) and (32768, 2048), where its loops ran 183.6-184.4 (benchmarks/NOTES.md, twenty-ninth day)."""
+    return (
+        f.hint == Hint.INNER
+        and f.is_2d
+        and h.persistent_rnumel_inner < f.rnumel <= h.seed_min_rnumel_exclusive
+        and f.saved_bytes_ratio >= h.seed_min_saved_bytes_ratio
+    )
+
+
 def _unique(cands: list[Candidate]) -> tuple[Candidate, ...]:
     """Each config once, with the first reason given for it (rows of one element make some forms coincide)."""
     first: dict[Config, Candidate] = {}
@@ -392,6 +404,15 @@ def plan(f: Features, h: Heuristics, strategy: str = "auto", sm_count: int = 132
     elif f.online_reductions and f.rnumel <= h.online_single_pass_max_rnumel and not _narrow_columns(f, xblock):
         why = "one pass: looped, the online reduction costs more per element"
         cands += _single_pass(f, h, "persistent", xblock, why, fewer_warps=True)
+    elif _read_twice_short_of_seed(f, h):
+        why = (
+            f"one pass: every loop reads a row of {f.rnumel} twice, too long for a single pass by default "
+            f"({h.persistent_rnumel_inner}) and too short for PR 161055's (above {h.seed_min_rnumel_exclusive})"
+        )
+        cands += _single_pass(f, h, "persistent", xblock, why)
+        tall = Config("looped", h.short_row_tall_xblock, rblock, h.short_row_tall_warps)
+        why = f"{tall.XBLOCK} rows per program, each in one chunk, {tall.num_warps} warps: many loads in flight"
+        cands.append(Candidate(tall, why + ", as max-autotune tries"))
     cands += _prefetching(f, h, cands, sm_count)
     cands += _whole_rows(f, h, sm_count)
     cands += _split_row(f, h, sm_count)
