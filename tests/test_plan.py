@@ -14,6 +14,7 @@ from rblock.ir.passes import dead_code, simplify_dims
 from rblock.ir.verify import verify
 from rblock.ops.registry import OPS
 from rblock.plan import DEFAULT, Heuristics, plan
+from rblock.plan.candidates import _read_twice_short_of_seed
 from rblock.trace import trace
 
 
@@ -161,21 +162,31 @@ def test_online_reductions_get_single_pass_candidates_up_to_32k(op: str, n: int,
 @pytest.mark.parametrize(
     ("op", "n", "expected"),
     [("rms_norm", 2048, True), ("fused_add_rms_norm", 1500, True), ("rms_norm", 1025, True),
-     ("rms_norm", 1024, False), ("rms_norm", 2049, False), ("sum", 2048, False)],
+     ("rms_norm", 1024, False), ("rms_norm", 2049, False), ("sum", 2048, False), ("softmax", 1536, False)],
 )  # fmt: skip
 def test_rows_read_twice_short_of_the_seed_get_single_passes(op: str, n: int, expected: bool):
     """Rows above the single-pass limit (1024) and not above the seed's (2048) that a loop reads twice get single
     passes of their own and a loop of 8 rows a program: at 1024 the default is one already, above 2048 the seed's,
-    and a sum reads its row once."""
+    a sum reads its row once, and softmax's online statistics get single passes by their own rule."""
     (c,) = planned(op, 512, n)
     ours = [cand.config for cand in c.plan.candidates if "too short for PR 161055's" in cand.reason]
     assert bool(ours) == expected
-    if expected:  # the row in one tile, two rows a program, held as loaded (recompute) or in fp32, at two warp counts
+    if expected:  # the row in one tile (no row here is 3 * 512), two rows a program, held as loaded or in fp32
         assert {(cfg.kind, cfg.XBLOCK, cfg.RBLOCK) for cfg in ours} == {("persistent", 2, 2048)}
         assert {cfg.recompute for cfg in ours} == {False, True} and {cfg.num_warps for cfg in ours} == {4, 8}
         assert any(cand.config.kind == "looped" for cand in c.plan.candidates)  # the tuner measures both
     tall = [cand.config for cand in c.plan.candidates if "as max-autotune tries" in cand.reason]
     assert [(cfg.kind, cfg.XBLOCK, cfg.RBLOCK, cfg.num_warps) for cfg in tall] == ([("looped", 8, 2048, 4)] * expected)
+
+
+def test_the_short_rows_rule_is_the_seeds_but_for_its_lower_bound():
+    h = Heuristics()
+    f = planned("rms_norm", 512, 2048)[0].features
+    assert [_read_twice_short_of_seed(replace(f, rnumel=n), h) for n in (1024, 1025, 2048, 2049)] == [0, 1, 1, 0]
+    for field, value in [("saved_bytes_ratio", 1.0), ("r_coalesce_ratio", 1.0), ("is_2d", False),
+                         ("loads_and_reductions", h.seed_max_loads_and_reductions + 1),
+                         ("mem_ops_per_thread", h.seed_max_mem_ops_per_thread + 1)]:  # fmt: skip
+        assert not _read_twice_short_of_seed(replace(f, **{field: value}), h), field
 
 
 def test_few_rows_get_a_row_per_program_in_one_tile():

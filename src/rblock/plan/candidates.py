@@ -338,15 +338,12 @@ def _narrow_columns(f: Features, xblock: int) -> bool:
 
 
 def _read_twice_short_of_seed(f: Features, h: Heuristics) -> bool:
-    """Rows between the single-pass limit and the seed's lower bound that a loop reads twice, which neither rule
-    offers a single pass. On an H100, in three runs, fused_add_rms_norm's single passes of two rows ran 181.2-182.3
-    us at (43690, 1536) and (32768, 2048), where its loops ran 183.6-184.4 (benchmarks/NOTES.md, twenty-ninth day)."""
-    return (
-        f.hint == Hint.INNER
-        and f.is_2d
-        and h.persistent_rnumel_inner < f.rnumel <= h.seed_min_rnumel_exclusive
-        and f.saved_bytes_ratio >= h.seed_min_saved_bytes_ratio
-    )
+    """Rows the seed rule would give a single pass but for their length: above the single-pass limit and not above
+    the seed's lower bound, so that neither rule offers one. On an H100, in three runs, fused_add_rms_norm's single
+    passes of two rows ran 181.2-182.3 us at (43690, 1536) and (32768, 2048), where its pick, a loop, ran
+    183.6-184.4 (benchmarks/NOTES.md, twenty-ninth day)."""
+    shorter = replace(h, seed_min_rnumel_exclusive=h.persistent_rnumel_inner)
+    return f.rnumel <= h.seed_min_rnumel_exclusive and seed_applies(f, shorter)[0]
 
 
 def _unique(cands: list[Candidate]) -> tuple[Candidate, ...]:

@@ -62,10 +62,11 @@ class Heuristics:
     """persistent_rblock candidate: XBLOCK = max(seed_tile_elems // RBLOCK, 1) (PR 161055)."""
 
     short_row_tall_xblock: int = 8
-    """Rows of persistent_rnumel_inner < rnumel <= seed_min_rnumel_exclusive that a loop reads twice also get a loop
-    of this many rows per program, its chunk the whole row, at short_row_tall_warps: torch.compile max-autotune's
-    pick at rms_norm (32768, 2048), 92.1-92.5 us on an H100 against 93.3-94.2 for rblock's loops and single passes
-    in three runs (benchmarks/NOTES.md, twenty-ninth day)."""
+    """Rows the seed rule would take but for their length (persistent_rnumel_inner < rnumel <=
+    seed_min_rnumel_exclusive, no online reduction) get single passes and a loop of this many rows per program, its
+    chunk the whole row, at short_row_tall_warps: torch.compile max-autotune's pick at rms_norm (32768, 2048), 92.1-92.5
+    us on an H100 against 93.3-94.2 for rblock's loops and single passes in three runs (benchmarks/NOTES.md,
+    twenty-ninth day)."""
 
     short_row_tall_warps: int = 4
     """Warps of that loop: 128 elements a thread per chunk, many loads in flight."""
