@@ -250,6 +250,35 @@ def test_cross_entropy_reduction(reduction):
         rblock.cross_entropy(x2d(), torch.zeros(4, dtype=LONG), reduction=reduction)
 
 
+@pytest.mark.parametrize("ignore_index", [1.5, "-100", None], ids=repr)
+def test_cross_entropy_ignore_index_must_be_an_int(ignore_index):
+    with pytest.raises(rblock.InvalidArgument, match=r"^rblock\.cross_entropy: ignore_index must be an int, got "):
+        rblock.cross_entropy(x2d(), torch.zeros(4, dtype=LONG), ignore_index=ignore_index)
+
+
+@pytest.mark.parametrize(
+    ("op", "argument", "call"),
+    [
+        ("rms_norm", "eps", lambda v: rblock.rms_norm(x2d(), 8, None, v)),
+        ("layer_norm", "eps", lambda v: rblock.layer_norm(x2d(), 8, eps=v)),
+        ("fused_add_rms_norm", "eps", lambda v: rblock.fused_add_rms_norm(x2d(), x2d(), torch.ones(8), v)),
+        ("var", "correction", lambda v: rblock.var(x2d(), -1, correction=v)),
+        ("std", "correction", lambda v: rblock.std(x2d(), -1, correction=v)),
+    ],
+)
+@pytest.mark.parametrize("value", ["1e-5", torch.tensor(1.0)], ids=["str", "tensor"])
+def test_a_number_argument_that_is_not_a_number_names_it(op, argument, call, value):
+    with pytest.raises(rblock.InvalidArgument, match=rf"^rblock\.{op}: {argument} must be a real number, got "):
+        call(value)
+
+
+@pytest.mark.parametrize("op", ["softmax", "log_softmax"])
+@pytest.mark.parametrize("dtype", [torch.int32, torch.int64, torch.bool, torch.float64])
+def test_softmax_output_dtype_must_be_a_float_type_rblock_computes_in(op, dtype):
+    with pytest.raises(rblock.InvalidDtype, match=rf"^rblock\.{op}: dtype is {dtype}; allowed: float32, float16"):
+        getattr(rblock, op)(x2d(), -1, dtype=dtype)
+
+
 def test_cross_entropy_without_classes():
     with pytest.raises(rblock.InvalidArgument, match=r"^rblock\.cross_entropy: logits has no classes"):
         rblock.cross_entropy(x2d(4, 0), torch.zeros(4, dtype=LONG))

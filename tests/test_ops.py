@@ -321,6 +321,19 @@ def test_var_and_std_correction(name, correction, keepdim, strategy, make):
     )
 
 
+@pytest.mark.parametrize("correction", [0.5, 1.5, True])
+@pytest.mark.parametrize("name", ["var", "std"])
+def test_a_correction_that_is_not_an_int_is_taken_like_pytorch(name, correction, strategy, make):
+    """PyTorch takes any real number (0.5: between the population's and the sample's divisor) and a bool."""
+    ours, theirs = getattr(rblock, name), getattr(torch, name)
+    check_against_torch(
+        lambda x: ours(x, -1, correction=correction),
+        lambda x: theirs(x, -1, correction=correction),
+        [make(4, 300)],
+        strategy=strategy,
+    )
+
+
 @pytest.mark.parametrize("n", [1, 2])
 def test_var_with_no_degrees_of_freedom_is_nan_like_pytorch(n, strategy, make):
     """correction >= row length: PyTorch divides by max(N - correction, 0) and gives NaN or inf."""
@@ -637,6 +650,33 @@ def test_cross_entropy_with_every_row_ignored(reduction, strategy, make):
         [make(4, 10), torch.full((4,), -100)],
         strategy=strategy,
         equal_nan=True,
+    )
+
+
+@pytest.mark.parametrize("reduction", ["none", "mean", "sum"])
+def test_plus_inf_in_cross_entropy_logits_gives_nan_for_that_row(reduction, strategy, make):
+    """PyTorch's log-softmax turns a row holding +inf into NaN (inf - inf), whichever class is the target; an ignored
+    row stays 0."""
+    logits, target = make(4, 300), torch.tensor([1, 200, 3, -100])
+    logits[1, 200] = math.inf  # the target's own logit
+    logits[2, 7] = math.inf  # another class's
+    logits[3, 5] = math.inf
+    check_against_torch(
+        lambda x, t: rblock.cross_entropy(x, t, reduction=reduction),
+        lambda x, t: F.cross_entropy(x, t, reduction=reduction),
+        [logits, target],
+        strategy=strategy,
+        equal_nan=True,
+    )
+
+
+@pytest.mark.parametrize(("x_dtype", "w_dtype"), [(torch.bfloat16, torch.float32), (torch.float32, torch.float16)])
+def test_rms_norm_returns_x_dtype_whatever_the_weights_like_pytorch(x_dtype, w_dtype, strategy, make):
+    check_against_torch(
+        lambda x, w: rblock.rms_norm(x, (300,), w, 1e-6),
+        lambda x, w: F.rms_norm(x, (300,), w, 1e-6),
+        [make(5, 300, dtype=x_dtype), make(300, dtype=w_dtype)],
+        strategy=strategy,
     )
 
 

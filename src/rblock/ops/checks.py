@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import numbers
+
 import torch
 
 from rblock.errors import InvalidArgument, InvalidDtype
@@ -23,6 +25,22 @@ def tensor(op: str, name: str, t: object, dtypes: tuple[torch.dtype, ...] = FLOA
     if t.dim() < min_dim:
         raise InvalidArgument(op, name, f"has {t.dim()} dims, expected at least {min_dim}")
     return t
+
+
+def real(op: str, name: str, value: object) -> float:
+    """A real-number argument (eps, correction) as a float; a string, a tensor or None is refused by name, where
+    float() would take "1e-5" or a one-element tensor without a word."""
+    if not isinstance(value, numbers.Real):
+        raise InvalidArgument(op, name, f"must be a real number, got {value!r}")
+    return float(value)
+
+
+def float_dtype(op: str, name: str, dtype: object) -> torch.dtype:
+    """An output dtype asked for: one of the float types rblock computes in."""
+    if dtype not in FLOATS:
+        allowed = ", ".join(str(d).replace("torch.", "") for d in FLOATS)
+        raise InvalidDtype(op, name, f"is {dtype!r}; allowed: {allowed}")
+    return dtype
 
 
 def same_device(op: str, **tensors: torch.Tensor | None) -> None:

@@ -13,8 +13,8 @@ def _rms_norm(x, dims, weight, eps):
     xf = x.float()
     y = xf * torch.rsqrt(xf.pow(2).mean(dims, keepdim=True) + eps)
     if weight is not None:
-        return (y * weight.float()).to(torch.promote_types(x.dtype, weight.dtype))
-    return y.to(x.dtype)
+        y = y * weight.float()
+    return y.to(x.dtype)  # like PyTorch: x's dtype, whatever the weight's
 
 
 def _fused_add_rms_norm(x, residual, weight, eps):
@@ -34,7 +34,8 @@ def rms_norm(
     checks.tensor("rms_norm", "x", x)
     shape = checks.normalized_shape("rms_norm", x, normalized_shape)
     checks.param("rms_norm", "weight", weight, shape, x)
-    eps = torch.finfo(torch.float32).eps if eps is None else float(eps)  # like PyTorch: the fp32 compute type
+    # like PyTorch, the default is the fp32 compute type's eps
+    eps = torch.finfo(torch.float32).eps if eps is None else checks.real("rms_norm", "eps", eps)
     dims = tuple(range(x.dim() - len(shape), x.dim()))
     return _rms_norm_kernel(x, dims, weight, eps)
 
@@ -51,7 +52,7 @@ def layer_norm(
     shape = checks.normalized_shape("layer_norm", x, normalized_shape)
     checks.param("layer_norm", "weight", weight, shape, x)
     checks.param("layer_norm", "bias", bias, shape, x)
-    return _layer_norm_kernel(x, list(shape), weight, bias, float(eps))
+    return _layer_norm_kernel(x, list(shape), weight, bias, checks.real("layer_norm", "eps", eps))
 
 
 def fused_add_rms_norm(
@@ -69,4 +70,4 @@ def fused_add_rms_norm(
     checks.param(op, "weight", weight, (x.shape[-1],), x)
     if weight is None:
         raise checks.InvalidArgument(op, "weight", "is required")
-    return _fused_add_rms_norm_kernel(x, residual, weight, float(eps))
+    return _fused_add_rms_norm_kernel(x, residual, weight, checks.real(op, "eps", eps))

@@ -45,14 +45,20 @@ def amin(x: torch.Tensor, dim, keepdim: bool = False) -> torch.Tensor:
     return _amin(x, ds, keepdim=bool(keepdim))
 
 
-def var(x: torch.Tensor, dim, keepdim: bool = False, correction: int = 1) -> torch.Tensor:
+def _correction(op: str, correction: object) -> int | float:
+    """Any real number, as PyTorch takes it (0.5 too); whole ones as ints, so 1 and 1.0 share a kernel."""
+    c = checks.real(op, "correction", correction)
+    return int(c) if c.is_integer() else c
+
+
+def var(x: torch.Tensor, dim, keepdim: bool = False, correction: float = 1) -> torch.Tensor:
     """Like torch.var(x, dim, correction=..., keepdim=...)."""
-    return _var(x, _check("var", x, dim), correction=int(correction), keepdim=bool(keepdim))
+    return _var(x, _check("var", x, dim), correction=_correction("var", correction), keepdim=bool(keepdim))
 
 
-def std(x: torch.Tensor, dim, keepdim: bool = False, correction: int = 1) -> torch.Tensor:
+def std(x: torch.Tensor, dim, keepdim: bool = False, correction: float = 1) -> torch.Tensor:
     """Like torch.std(x, dim, correction=..., keepdim=...)."""
-    return _std(x, _check("std", x, dim), correction=int(correction), keepdim=bool(keepdim))
+    return _std(x, _check("std", x, dim), correction=_correction("std", correction), keepdim=bool(keepdim))
 
 
 def logsumexp(x: torch.Tensor, dim, keepdim: bool = False) -> torch.Tensor:

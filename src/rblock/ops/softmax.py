@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+import operator
 
 import torch
 
@@ -18,24 +19,29 @@ def softmax(x: torch.Tensor, dim: int, dtype: torch.dtype | None = None) -> torc
     """Like torch.softmax."""
     checks.tensor("softmax", "x", x)
     d = checks.single_dim("softmax", x, dim)
-    return _softmax_kernel(x, d, dtype=dtype) if dtype is not None else _softmax_kernel(x, d)
+    if dtype is None:
+        return _softmax_kernel(x, d)
+    return _softmax_kernel(x, d, dtype=checks.float_dtype("softmax", "dtype", dtype))
 
 
 def log_softmax(x: torch.Tensor, dim: int, dtype: torch.dtype | None = None) -> torch.Tensor:
     """Like torch.log_softmax."""
     checks.tensor("log_softmax", "x", x)
     d = checks.single_dim("log_softmax", x, dim)
-    return _log_softmax_kernel(x, d, dtype=dtype) if dtype is not None else _log_softmax_kernel(x, d)
+    if dtype is None:
+        return _log_softmax_kernel(x, d)
+    return _log_softmax_kernel(x, d, dtype=checks.float_dtype("log_softmax", "dtype", dtype))
 
 
 def _cross_entropy_rows(logits, target, ignore_index, out_dtype):
-    """Per-row loss: logsumexp(row) - row[target]; 0 where ignored, NaN where the target is out of range."""
+    """Per-row loss: logsumexp(row) - row[target]; 0 where ignored, NaN where the target is out of range or the row
+    holds +inf (as PyTorch's log-softmax makes such a row, inf - inf, where lse - picked would give inf)."""
     valid = target != ignore_index
     in_range = (target >= 0) & (target < logits.shape[1])
     t = torch.where(valid & in_range, target, 0)
     lse = torch.logsumexp(logits.float(), dim=1)
     picked = torch.gather(logits, 1, t.unsqueeze(1)).squeeze(1).float()
-    loss = torch.where(valid, torch.where(in_range, lse - picked, math.nan), 0.0)
+    loss = torch.where(valid, torch.where(in_range & (lse != math.inf), lse - picked, math.nan), 0.0)
     return loss.to(out_dtype)
 
 
@@ -91,9 +97,13 @@ def cross_entropy(
         raise InvalidArgument(op, "reduction", f"is {reduction!r}; allowed: 'mean', 'sum', 'none'")
     if logits.shape[1] == 0:
         raise InvalidArgument(op, "logits", "has no classes")
+    try:
+        ignore_index = operator.index(ignore_index)  # an int (a NumPy int too), never a float truncated
+    except TypeError:
+        raise InvalidArgument(op, "ignore_index", f"must be an int, got {ignore_index!r}") from None
     if reduction == "none":
-        return _rows_kernel(logits, target, int(ignore_index), logits.dtype)
+        return _rows_kernel(logits, target, ignore_index, logits.dtype)
     if reduction == "sum":
-        return _sum_kernel(_rows_then_sum(logits, target, int(ignore_index), torch.float32), logits.dtype)
-    loss = _rows_then_mean(logits, target, int(ignore_index), torch.float32)
-    return _mean_kernel(loss, target, int(ignore_index), logits.dtype)
+        return _sum_kernel(_rows_then_sum(logits, target, ignore_index, torch.float32), logits.dtype)
+    loss = _rows_then_mean(logits, target, ignore_index, torch.float32)
+    return _mean_kernel(loss, target, ignore_index, logits.dtype)
