@@ -321,16 +321,18 @@ def test_var_and_std_correction(name, correction, keepdim, strategy, make):
     )
 
 
-@pytest.mark.parametrize("correction", [0.5, 1.5, True])
+@pytest.mark.parametrize("correction", [0.5, 1.5, True, None, math.nan], ids=repr)
 @pytest.mark.parametrize("name", ["var", "std"])
 def test_a_correction_that_is_not_an_int_is_taken_like_pytorch(name, correction, strategy, make):
-    """PyTorch takes any real number (0.5: between the population's and the sample's divisor) and a bool."""
+    """PyTorch takes any real number (0.5: between the population's and the sample's divisor), a bool, None (1) and
+    NaN (a divisor of 0)."""
     ours, theirs = getattr(rblock, name), getattr(torch, name)
     check_against_torch(
         lambda x: ours(x, -1, correction=correction),
         lambda x: theirs(x, -1, correction=correction),
         [make(4, 300)],
         strategy=strategy,
+        equal_nan=True,
     )
 
 
@@ -653,14 +655,14 @@ def test_cross_entropy_with_every_row_ignored(reduction, strategy, make):
     )
 
 
+@pytest.mark.parametrize("where", ["target", "another_class", "ignored_row"])
 @pytest.mark.parametrize("reduction", ["none", "mean", "sum"])
-def test_plus_inf_in_cross_entropy_logits_gives_nan_for_that_row(reduction, strategy, make):
+def test_plus_inf_in_cross_entropy_logits_gives_nan_for_that_row(reduction, where, strategy, make):
     """PyTorch's log-softmax turns a row holding +inf into NaN (inf - inf), whichever class is the target; an ignored
-    row stays 0."""
+    row stays 0, and the mean and the sum of the others finite."""
     logits, target = make(4, 300), torch.tensor([1, 200, 3, -100])
-    logits[1, 200] = math.inf  # the target's own logit
-    logits[2, 7] = math.inf  # another class's
-    logits[3, 5] = math.inf
+    row, col = {"target": (1, 200), "another_class": (2, 7), "ignored_row": (3, 5)}[where]
+    logits[row, col] = math.inf
     check_against_torch(
         lambda x, t: rblock.cross_entropy(x, t, reduction=reduction),
         lambda x, t: F.cross_entropy(x, t, reduction=reduction),
@@ -670,14 +672,18 @@ def test_plus_inf_in_cross_entropy_logits_gives_nan_for_that_row(reduction, stra
     )
 
 
-@pytest.mark.parametrize(("x_dtype", "w_dtype"), [(torch.bfloat16, torch.float32), (torch.float32, torch.float16)])
-def test_rms_norm_returns_x_dtype_whatever_the_weights_like_pytorch(x_dtype, w_dtype, strategy, make):
-    check_against_torch(
-        lambda x, w: rblock.rms_norm(x, (300,), w, 1e-6),
-        lambda x, w: F.rms_norm(x, (300,), w, 1e-6),
-        [make(5, 300, dtype=x_dtype), make(300, dtype=w_dtype)],
-        strategy=strategy,
-    )
+@pytest.mark.parametrize(("x_dtype", "w_dtype"), [(torch.bfloat16, torch.float32), (torch.float16, torch.float32)])
+def test_rms_norms_return_x_dtype_whatever_the_weights(x_dtype, w_dtype, strategy, make):
+    """As PyTorch 2.13's rms_norm (earlier versions promoted to the weight's dtype); the values against float64."""
+    x, residual, w = make(5, 300, dtype=x_dtype), make(5, 300, dtype=x_dtype), make(300, dtype=w_dtype)
+    with rblock.settings(strategy=strategy):
+        out = rblock.rms_norm(x, (300,), w, 1e-6)
+        fused, h = rblock.fused_add_rms_norm(x, residual, w, 1e-6)
+    assert out.dtype == fused.dtype == h.dtype == x_dtype
+    assert_matches(out, F.rms_norm(x, (300,), w.to(x_dtype), 1e-6), F.rms_norm(x.double(), (300,), w.double(), 1e-6))
+    h_ref = x.double() + residual.double()
+    assert_matches(h, x + residual, h_ref)
+    assert_matches(fused, F.rms_norm(h, (300,), w.to(x_dtype), 1e-6), F.rms_norm(h_ref, (300,), w.double(), 1e-6))
 
 
 @pytest.mark.parametrize("bad", [10, 11, -1, 10**6], ids=["C", "C+1", "minus_1", "huge"])

@@ -39,7 +39,7 @@ def float_dtype(op: str, name: str, dtype: object) -> torch.dtype:
     """An output dtype asked for: one of the float types rblock computes in."""
     if dtype not in FLOATS:
         allowed = ", ".join(str(d).replace("torch.", "") for d in FLOATS)
-        raise InvalidDtype(op, name, f"is {dtype!r}; allowed: {allowed}")
+        raise InvalidDtype(op, name, f"is {str(dtype).replace('torch.', '')}; allowed: {allowed}")
     return dtype
 
 

@@ -14,7 +14,7 @@ def _rms_norm(x, dims, weight, eps):
     y = xf * torch.rsqrt(xf.pow(2).mean(dims, keepdim=True) + eps)
     if weight is not None:
         y = y * weight.float()
-    return y.to(x.dtype)  # like PyTorch: x's dtype, whatever the weight's
+    return y.to(x.dtype)  # x's dtype whatever the weight's, as PyTorch 2.13 (earlier versions promoted)
 
 
 def _fused_add_rms_norm(x, residual, weight, eps):

@@ -46,8 +46,9 @@ def amin(x: torch.Tensor, dim, keepdim: bool = False) -> torch.Tensor:
 
 
 def _correction(op: str, correction: object) -> int | float:
-    """Any real number, as PyTorch takes it (0.5 too); whole ones as ints, so 1 and 1.0 share a kernel."""
-    c = checks.real(op, "correction", correction)
+    """Any real number, as PyTorch takes it (0.5 too; None for 1); whole ones as ints, so 1 and 1.0 share a
+    kernel."""
+    c = checks.real(op, "correction", 1 if correction is None else correction)
     return int(c) if c.is_integer() else c
 
 

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import math
-import operator
+import numbers
 
 import torch
 
@@ -97,10 +97,10 @@ def cross_entropy(
         raise InvalidArgument(op, "reduction", f"is {reduction!r}; allowed: 'mean', 'sum', 'none'")
     if logits.shape[1] == 0:
         raise InvalidArgument(op, "logits", "has no classes")
-    try:
-        ignore_index = operator.index(ignore_index)  # an int (a NumPy int too), never a float truncated
-    except TypeError:
-        raise InvalidArgument(op, "ignore_index", f"must be an int, got {ignore_index!r}") from None
+    # an int or a NumPy int; never a float truncated, a bool, or a tensor (whose value would cost a sync)
+    if isinstance(ignore_index, (bool, torch.Tensor)) or not isinstance(ignore_index, numbers.Integral):
+        raise InvalidArgument(op, "ignore_index", f"must be an int, got {ignore_index!r}")
+    ignore_index = int(ignore_index)
     if reduction == "none":
         return _rows_kernel(logits, target, ignore_index, logits.dtype)
     if reduction == "sum":

@@ -362,7 +362,8 @@ class _Lowering:
         mean, m2, n = self._welford(node)
         corr = node.kwargs.get("correction", 1)
         corr = 1 if corr is None else corr
-        return self.add(Op.DIV, (m2, self.const(float(max(n - corr, 0)))), DType.F32), mean
+        # max(0, ...): a NaN correction divides by 0, as PyTorch's does (max(nan, 0) would keep the NaN)
+        return self.add(Op.DIV, (m2, self.const(float(max(0, n - corr)))), DType.F32), mean
 
     def lower_var(self, node, dt):
         return self.cast(self._variance(node)[0], dt)
