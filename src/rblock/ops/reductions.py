@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import math
+
 import torch
 
 from rblock.compiler import compile
@@ -49,6 +51,8 @@ def _correction(op: str, correction: object) -> int | float:
     """Any real number, as PyTorch takes it (0.5 too; None for 1); whole ones as ints, so 1 and 1.0 share a
     kernel."""
     c = checks.real(op, "correction", 1 if correction is None else correction)
+    if math.isnan(c):  # one NaN object, so such calls find their compiled kernel (a NaN equals only itself)
+        return math.nan
     return int(c) if c.is_integer() else c
 
 
