@@ -158,6 +158,13 @@ def test_dim_of_the_wrong_type(op, dim):
         getattr(rblock, op)(x2d(), dim)
 
 
+@pytest.mark.parametrize("op", ["sum", "mean", "amax", "amin", "var", "std", "logsumexp"])
+@pytest.mark.parametrize("keepdim", [1, None, "no"], ids=repr)
+def test_keepdim_must_be_a_bool(op, keepdim):
+    with pytest.raises(rblock.InvalidArgument, match=rf"^rblock\.{op}: keepdim must be a bool, got "):
+        getattr(rblock, op)(x2d(), -1, keepdim=keepdim)
+
+
 @pytest.mark.parametrize("op", ["softmax", "log_softmax"])
 def test_softmax_takes_exactly_one_dim(op):
     """softmax normalizes along one dim: a tuple of two dims is an invalid `dim`, reported as such."""

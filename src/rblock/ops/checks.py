@@ -35,6 +35,13 @@ def real(op: str, name: str, value: object) -> float:
     return float(value)
 
 
+def flag(op: str, name: str, value: object) -> bool:
+    """A bool argument; bool() would take 0, None or "no" without a word, where PyTorch raises."""
+    if not isinstance(value, bool):
+        raise InvalidArgument(op, name, f"must be a bool, got {value!r}")
+    return value
+
+
 def float_dtype(op: str, name: str, dtype: object) -> torch.dtype:
     """An output dtype asked for: one of the float types rblock computes in."""
     if dtype not in FLOATS:

@@ -18,33 +18,35 @@ _std = compile(torch.std, name="std")
 _logsumexp = compile(torch.logsumexp, name="logsumexp")
 
 
-def _check(op: str, x: torch.Tensor, dim) -> tuple[int, ...]:
+def _check(op: str, x: torch.Tensor, dim, keepdim: object) -> tuple[tuple[int, ...], bool]:
     checks.tensor(op, "x", x)
-    return checks.dims(op, x, dim)
+    return checks.dims(op, x, dim), checks.flag(op, "keepdim", keepdim)
 
 
 def sum(x: torch.Tensor, dim, keepdim: bool = False) -> torch.Tensor:  # noqa: A001
     """Like torch.sum(x, dim, keepdim)."""
-    return _sum(x, _check("sum", x, dim), keepdim=bool(keepdim))
+    ds, keep = _check("sum", x, dim, keepdim)
+    return _sum(x, ds, keepdim=keep)
 
 
 def mean(x: torch.Tensor, dim, keepdim: bool = False) -> torch.Tensor:
     """Like torch.mean(x, dim, keepdim)."""
-    return _mean(x, _check("mean", x, dim), keepdim=bool(keepdim))
+    ds, keep = _check("mean", x, dim, keepdim)
+    return _mean(x, ds, keepdim=keep)
 
 
 def amax(x: torch.Tensor, dim, keepdim: bool = False) -> torch.Tensor:
     """Like torch.amax(x, dim, keepdim)."""
-    ds = _check("amax", x, dim)
+    ds, keep = _check("amax", x, dim, keepdim)
     checks.nonempty_dims("amax", x, ds)
-    return _amax(x, ds, keepdim=bool(keepdim))
+    return _amax(x, ds, keepdim=keep)
 
 
 def amin(x: torch.Tensor, dim, keepdim: bool = False) -> torch.Tensor:
     """Like torch.amin(x, dim, keepdim)."""
-    ds = _check("amin", x, dim)
+    ds, keep = _check("amin", x, dim, keepdim)
     checks.nonempty_dims("amin", x, ds)
-    return _amin(x, ds, keepdim=bool(keepdim))
+    return _amin(x, ds, keepdim=keep)
 
 
 def _correction(op: str, correction: object) -> int | float:
@@ -58,14 +60,17 @@ def _correction(op: str, correction: object) -> int | float:
 
 def var(x: torch.Tensor, dim, keepdim: bool = False, correction: float = 1) -> torch.Tensor:
     """Like torch.var(x, dim, correction=..., keepdim=...)."""
-    return _var(x, _check("var", x, dim), correction=_correction("var", correction), keepdim=bool(keepdim))
+    ds, keep = _check("var", x, dim, keepdim)
+    return _var(x, ds, correction=_correction("var", correction), keepdim=keep)
 
 
 def std(x: torch.Tensor, dim, keepdim: bool = False, correction: float = 1) -> torch.Tensor:
     """Like torch.std(x, dim, correction=..., keepdim=...)."""
-    return _std(x, _check("std", x, dim), correction=_correction("std", correction), keepdim=bool(keepdim))
+    ds, keep = _check("std", x, dim, keepdim)
+    return _std(x, ds, correction=_correction("std", correction), keepdim=keep)
 
 
 def logsumexp(x: torch.Tensor, dim, keepdim: bool = False) -> torch.Tensor:
     """Like torch.logsumexp(x, dim, keepdim)."""
-    return _logsumexp(x, _check("logsumexp", x, dim), keepdim=bool(keepdim))
+    ds, keep = _check("logsumexp", x, dim, keepdim)
+    return _logsumexp(x, ds, keepdim=keep)
