@@ -98,9 +98,10 @@ def cross_entropy(
     if logits.shape[1] == 0:
         raise InvalidArgument(op, "logits", "has no classes")
     # an int or a NumPy int; never a float truncated, a bool, or a tensor (whose value would cost a sync)
-    if isinstance(ignore_index, (bool, torch.Tensor)) or not isinstance(ignore_index, numbers.Integral):
-        raise InvalidArgument(op, "ignore_index", f"must be an int, got {ignore_index!r}")
-    ignore_index = int(ignore_index)
+    if type(ignore_index) is not int:  # the usual call skips the ABC check (~0.4 us)
+        if isinstance(ignore_index, (bool, torch.Tensor)) or not isinstance(ignore_index, numbers.Integral):
+            raise InvalidArgument(op, "ignore_index", f"must be an int, got {ignore_index!r}")
+        ignore_index = int(ignore_index)
     if reduction == "none":
         return _rows_kernel(logits, target, ignore_index, logits.dtype)
     if reduction == "sum":
