@@ -122,6 +122,63 @@ def test_zero_dim_x(op):
 
 
 # ---------------------------------------------------------------------------------------------------------------
+# Gradients: rblock's kernels have no backward, so a tensor that requires grad would leave the autograd graph
+# ---------------------------------------------------------------------------------------------------------------
+
+FORWARD_ONLY = "requires grad, and rblock computes forward passes only"
+
+
+@pytest.mark.parametrize("op", list(X_CALLS))
+def test_x_that_requires_grad_names_op_and_argument(op):
+    x = x2d().requires_grad_()
+    with pytest.raises(rblock.InvalidArgument, match=rf"^rblock\.{op}: x {FORWARD_ONLY}"):
+        X_CALLS[op](x)
+
+
+@pytest.mark.parametrize(
+    ("op", "argument", "call"),
+    [
+        ("rms_norm", "weight", lambda g: rblock.rms_norm(x2d(), (8,), g(8))),
+        ("layer_norm", "weight", lambda g: rblock.layer_norm(x2d(), (8,), g(8))),
+        ("layer_norm", "bias", lambda g: rblock.layer_norm(x2d(), (8,), None, g(8))),
+        ("fused_add_rms_norm", "residual", lambda g: rblock.fused_add_rms_norm(x2d(), g(4, 8), torch.ones(8))),
+        ("fused_add_rms_norm", "weight", lambda g: rblock.fused_add_rms_norm(x2d(), x2d(), g(8))),
+        ("cross_entropy", "logits", lambda g: rblock.cross_entropy(g(4, 8), torch.zeros(4, dtype=LONG))),
+    ],
+    ids=lambda v: v if isinstance(v, str) else "",
+)
+def test_other_tensor_that_requires_grad_names_it(op, argument, call):
+    with pytest.raises(rblock.InvalidArgument, match=rf"^rblock\.{op}: {argument} {FORWARD_ONLY}"):
+        call(lambda *shape: torch.randn(*shape, requires_grad=True))
+
+
+@pytest.mark.parametrize("mode", [torch.no_grad, torch.inference_mode], ids=lambda m: m.__name__)
+def test_a_tensor_that_requires_grad_is_taken_where_grad_mode_is_off(mode):
+    x, w = x2d(6, 40).requires_grad_(), torch.randn(40, requires_grad=True)
+    with mode():
+        y = rblock.rms_norm(x, (40,), w, eps=1e-6)
+    xd, wd = x.detach().double(), w.detach().double()
+    want = xd * torch.rsqrt(xd.pow(2).mean(-1, keepdim=True) + 1e-6) * wd
+    assert not y.requires_grad
+    torch.testing.assert_close(y.double(), want, rtol=1e-5, atol=1e-5)
+
+
+def test_compile_of_a_tensor_that_requires_grad_names_its_parameter():
+    @rblock.compile
+    def gated_sum(x, gate):
+        return (x * gate).sum(-1)
+
+    x, gate = x2d(), x2d().requires_grad_()
+    with pytest.raises(rblock.InvalidArgument, match=rf"^rblock\.compile\(gated_sum\): gate {FORWARD_ONLY}"):
+        gated_sum(x, gate)
+    with pytest.raises(rblock.InvalidArgument, match=rf"gate {FORWARD_ONLY}"):
+        gated_sum(x, gate=gate)
+    with torch.no_grad():
+        got = gated_sum(x, gate)
+    torch.testing.assert_close(got.double(), (x.double() * gate.detach().double()).sum(-1), rtol=1e-5, atol=1e-5)
+
+
+# ---------------------------------------------------------------------------------------------------------------
 # dim
 # ---------------------------------------------------------------------------------------------------------------
 
@@ -151,11 +208,17 @@ def test_dim_repeated(op, dim):
         getattr(rblock, op)(x2d(), dim)
 
 
-@pytest.mark.parametrize("dim", [1.0, "1", None, True, (), (0, 1.0), torch.tensor(1)], ids=repr)
+@pytest.mark.parametrize("dim", [1.0, "1", True, (), (0, 1.0), torch.tensor(1)], ids=repr)
 @pytest.mark.parametrize("op", DIM_OPS)
 def test_dim_of_the_wrong_type(op, dim):
     with pytest.raises(rblock.InvalidArgument, match=rf"^rblock\.{op}: dim must be an int"):
         getattr(rblock, op)(x2d(), dim)
+
+
+@pytest.mark.parametrize("op", ["logsumexp", "softmax", "log_softmax"])
+def test_dim_none_is_refused_where_pytorch_needs_a_dim(op):
+    with pytest.raises(rblock.InvalidArgument, match=rf"^rblock\.{op}: dim must be an int"):
+        getattr(rblock, op)(x2d(), None)
 
 
 @pytest.mark.parametrize("op", ["sum", "mean", "amax", "amin", "var", "std", "logsumexp"])

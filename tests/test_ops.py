@@ -250,6 +250,17 @@ def test_reduction_of_3d_input(name, dim, keepdim, strategy, make):
     check_against_torch(ours, theirs, [x], strategy=strategy, atol_scale=sum_scale(_count(SHAPE_3D, dim)))
 
 
+@pytest.mark.parametrize("keepdim", [False, True])
+@pytest.mark.parametrize("name", [n for n in DIM_OPS if n != "logsumexp"])  # torch.logsumexp needs its dims
+def test_reduction_over_every_dim_when_dim_is_none(name, keepdim, strategy, make):
+    x = make(*SHAPE_3D)
+    ours, theirs = _reduce_case(name, None, keepdim)
+    scale = sum_scale(math.prod(SHAPE_3D))
+    check_against_torch(ours, theirs, [x], strategy=strategy, atol_scale=scale)
+    if not keepdim:  # dim left out, as torch.sum(x) takes it
+        check_against_torch(DIM_OPS[name][0], DIM_OPS[name][1], [x], strategy=strategy, atol_scale=scale)
+
+
 @pytest.mark.parametrize("dim", [(1, 2), [1, 2], (0, 2)], ids=["tuple", "list", "outer_and_inner"])
 @pytest.mark.parametrize("name", ["sum", "mean"])
 def test_reduction_over_dims_of_a_3d_view(name, dim, strategy, make):

@@ -8,6 +8,7 @@ from __future__ import annotations
 import contextlib
 import contextvars
 import functools
+import inspect
 import math
 import re
 import threading
@@ -24,7 +25,7 @@ from rblock.codegen.kernel import generate
 from rblock.codegen.reductions import exchanges_words, partial_slots
 from rblock.codegen.spec import KernelSpec
 from rblock.codegen.totals import ShareTree
-from rblock.errors import CompileFailed, InvalidArgument
+from rblock.errors import FORWARD_ONLY, CompileFailed, InvalidArgument
 from rblock.ir import KernelGraph, query
 from rblock.ir.passes import dead_code, reciprocal_row_divisors, simplify_dims
 from rblock.ir.query import can_split_row, misaligned_walk
@@ -355,6 +356,18 @@ def _flatten(obj: object, leaves: list, sig: list) -> None:
         sig.append((type(obj), obj) if isinstance(obj, (int, float, bool, str, type(None), torch.dtype)) else repr(obj))
 
 
+def _holder(fn, args: tuple, kwargs: dict, t: torch.Tensor) -> str:
+    """The parameter of `fn` whose value holds tensor `t`, for an error message."""
+    try:
+        bound = inspect.signature(fn).bind(*args, **kwargs).arguments
+    except (TypeError, ValueError):  # no signature to bind to: name positions
+        bound = {**{f"argument {i}": a for i, a in enumerate(args)}, **kwargs}
+    for name, value in bound.items():
+        if any(leaf is t for leaf in pytree.tree_leaves(value)):
+            return name
+    return "a tensor argument"
+
+
 # While `recording()` is active, compiled calls report what they ran (and, if asked, skip the launch).
 _recording: contextvars.ContextVar[tuple[list, bool] | None] = contextvars.ContextVar("rblock_recording", default=None)
 
@@ -385,6 +398,10 @@ class CompiledFunction:
         tensors: list[torch.Tensor] = []
         sig: list = []
         _signature(args, kwargs, tensors, sig)
+        if torch.is_grad_enabled():
+            for t in tensors:
+                if t.requires_grad:
+                    raise InvalidArgument(f"compile({self.name})", _holder(self.fn, args, kwargs, t), FORWARD_ONLY)
         s = settings_mod.current()
         key = (tuple(sig), s)
         entry = self._entries.get(key)

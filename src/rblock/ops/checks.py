@@ -6,7 +6,7 @@ import numbers
 
 import torch
 
-from rblock.errors import InvalidArgument, InvalidDtype
+from rblock.errors import FORWARD_ONLY, InvalidArgument, InvalidDtype
 from rblock.runtime import device
 
 FLOATS = (torch.float32, torch.float16, torch.bfloat16)
@@ -15,6 +15,8 @@ FLOATS = (torch.float32, torch.float16, torch.bfloat16)
 def tensor(op: str, name: str, t: object, dtypes: tuple[torch.dtype, ...] = FLOATS, min_dim: int = 1) -> torch.Tensor:
     if not isinstance(t, torch.Tensor):
         raise InvalidArgument(op, name, f"must be a torch.Tensor, got {type(t).__name__}")
+    if t.requires_grad and torch.is_grad_enabled():
+        raise InvalidArgument(op, name, FORWARD_ONLY)
     if t.dtype not in dtypes:
         allowed = ", ".join(str(d).replace("torch.", "") for d in dtypes)
         raise InvalidDtype(op, name, f"has dtype {str(t.dtype).replace('torch.', '')}; allowed: {allowed}")

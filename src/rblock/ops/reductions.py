@@ -19,31 +19,33 @@ _logsumexp = compile(torch.logsumexp, name="logsumexp")
 
 
 def _check(op: str, x: torch.Tensor, dim, keepdim: object) -> tuple[tuple[int, ...], bool]:
+    """x's dims to reduce (None: every dim, as PyTorch takes it but for logsumexp) and keepdim."""
     checks.tensor(op, "x", x)
-    return checks.dims(op, x, dim), checks.flag(op, "keepdim", keepdim)
+    ds = tuple(range(x.dim())) if dim is None and op != "logsumexp" else checks.dims(op, x, dim)
+    return ds, checks.flag(op, "keepdim", keepdim)
 
 
-def sum(x: torch.Tensor, dim, keepdim: bool = False) -> torch.Tensor:  # noqa: A001
-    """Like torch.sum(x, dim, keepdim)."""
+def sum(x: torch.Tensor, dim=None, keepdim: bool = False) -> torch.Tensor:  # noqa: A001
+    """Like torch.sum(x, dim, keepdim); dim None reduces every dim."""
     ds, keep = _check("sum", x, dim, keepdim)
     return _sum(x, ds, keepdim=keep)
 
 
-def mean(x: torch.Tensor, dim, keepdim: bool = False) -> torch.Tensor:
-    """Like torch.mean(x, dim, keepdim)."""
+def mean(x: torch.Tensor, dim=None, keepdim: bool = False) -> torch.Tensor:
+    """Like torch.mean(x, dim, keepdim); dim None reduces every dim."""
     ds, keep = _check("mean", x, dim, keepdim)
     return _mean(x, ds, keepdim=keep)
 
 
-def amax(x: torch.Tensor, dim, keepdim: bool = False) -> torch.Tensor:
-    """Like torch.amax(x, dim, keepdim)."""
+def amax(x: torch.Tensor, dim=None, keepdim: bool = False) -> torch.Tensor:
+    """Like torch.amax(x, dim, keepdim); dim None reduces every dim."""
     ds, keep = _check("amax", x, dim, keepdim)
     checks.nonempty_dims("amax", x, ds)
     return _amax(x, ds, keepdim=keep)
 
 
-def amin(x: torch.Tensor, dim, keepdim: bool = False) -> torch.Tensor:
-    """Like torch.amin(x, dim, keepdim)."""
+def amin(x: torch.Tensor, dim=None, keepdim: bool = False) -> torch.Tensor:
+    """Like torch.amin(x, dim, keepdim); dim None reduces every dim."""
     ds, keep = _check("amin", x, dim, keepdim)
     checks.nonempty_dims("amin", x, ds)
     return _amin(x, ds, keepdim=keep)
@@ -58,14 +60,14 @@ def _correction(op: str, correction: object) -> int | float:
     return int(c) if c.is_integer() else c
 
 
-def var(x: torch.Tensor, dim, keepdim: bool = False, correction: float = 1) -> torch.Tensor:
-    """Like torch.var(x, dim, correction=..., keepdim=...)."""
+def var(x: torch.Tensor, dim=None, keepdim: bool = False, correction: float = 1) -> torch.Tensor:
+    """Like torch.var(x, dim, correction=..., keepdim=...); dim None reduces every dim."""
     ds, keep = _check("var", x, dim, keepdim)
     return _var(x, ds, correction=_correction("var", correction), keepdim=keep)
 
 
-def std(x: torch.Tensor, dim, keepdim: bool = False, correction: float = 1) -> torch.Tensor:
-    """Like torch.std(x, dim, correction=..., keepdim=...)."""
+def std(x: torch.Tensor, dim=None, keepdim: bool = False, correction: float = 1) -> torch.Tensor:
+    """Like torch.std(x, dim, correction=..., keepdim=...); dim None reduces every dim."""
     ds, keep = _check("std", x, dim, keepdim)
     return _std(x, ds, correction=_correction("std", correction), keepdim=keep)
 
