@@ -42,6 +42,25 @@ def test_every_candidate_is_correct(op: str, m: int, n: int, dim: int):
         assert max_rel_error(out, ref) < 1e-5, cfg
 
 
+def test_every_candidate_of_cross_entropy_with_label_smoothing_is_correct():
+    """The smoothed loss adds a sum of the row beside its logsumexp: every candidate reads both in one pass."""
+    torch.manual_seed(11)
+    logits, target = torch.randn(4, 3000) * 3, torch.randint(0, 3000, (4,))
+    target[2] = -100
+
+    def run():
+        return rblock.cross_entropy(logits, target, reduction="none", label_smoothing=0.15)
+
+    ref = torch.nn.functional.cross_entropy(logits.double(), target, reduction="none", label_smoothing=0.15)
+    with recording(launch=False) as log:
+        run()
+    candidates = [c.config for c in log[0].plan.candidates]
+    assert len(candidates) > 1
+    for cfg in candidates:
+        with rblock.settings(config=cfg):
+            assert max_rel_error(run(), ref) < 1e-5, cfg
+
+
 RECOMPUTE_OPS = ["rms_norm", "softmax", "log_softmax", "layer_norm", "cross_entropy", "var", "fused_add_rms_norm"]
 
 

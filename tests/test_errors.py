@@ -5,6 +5,7 @@ rblock.UnsupportedOperation (a NotImplementedError) for what rblock.compile cann
 
 from __future__ import annotations
 
+import math
 import re
 
 import pytest
@@ -320,6 +321,19 @@ def test_cross_entropy_reduction(reduction):
         rblock.cross_entropy(x2d(), torch.zeros(4, dtype=LONG), reduction=reduction)
 
 
+@pytest.mark.parametrize("value", [-0.1, 1.5, math.nan], ids=repr)
+def test_cross_entropy_label_smoothing_must_lie_in_0_to_1(value):
+    with pytest.raises(
+        rblock.InvalidArgument, match=r"^rblock\.cross_entropy: label_smoothing is .*; allowed: 0\.0 to 1"
+    ):
+        rblock.cross_entropy(x2d(), torch.zeros(4, dtype=LONG), label_smoothing=value)
+
+
+def test_cross_entropy_class_weights_are_refused_by_name():
+    with pytest.raises(rblock.InvalidArgument, match=r"^rblock\.cross_entropy: weight \(class weights\) is not supp"):
+        rblock.cross_entropy(x2d(), torch.zeros(4, dtype=LONG), weight=torch.ones(8))
+
+
 @pytest.mark.parametrize("ignore_index", [1.5, "-100", None, True, torch.tensor(1)], ids=repr)
 def test_cross_entropy_ignore_index_must_be_an_int(ignore_index):
     with pytest.raises(rblock.InvalidArgument, match=r"^rblock\.cross_entropy: ignore_index must be an int, got "):
@@ -334,9 +348,14 @@ def test_cross_entropy_ignore_index_must_be_an_int(ignore_index):
         ("fused_add_rms_norm", "eps", lambda v: rblock.fused_add_rms_norm(x2d(), x2d(), torch.ones(8), v)),
         ("var", "correction", lambda v: rblock.var(x2d(), -1, correction=v)),
         ("std", "correction", lambda v: rblock.std(x2d(), -1, correction=v)),
+        (
+            "cross_entropy",
+            "label_smoothing",
+            lambda v: rblock.cross_entropy(x2d(), torch.zeros(4, dtype=LONG), label_smoothing=v),
+        ),
     ],
 )
-@pytest.mark.parametrize("value", ["1e-5", torch.tensor(1.0)], ids=["str", "tensor"])
+@pytest.mark.parametrize("value", ["1e-5", torch.tensor(1.0), torch.tensor(0.0)], ids=["str", "tensor", "tensor_0"])
 def test_a_number_argument_that_is_not_a_number_names_it(op, argument, call, value):
     with pytest.raises(rblock.InvalidArgument, match=rf"^rblock\.{op}: {argument} must be a real number, got "):
         call(value)

@@ -642,6 +642,21 @@ def test_cross_entropy_with_ignored_rows(reduction, m, c, dtype, strategy, make,
     )
 
 
+@pytest.mark.parametrize("smoothing", [0.1, 1.0])
+@pytest.mark.parametrize(("m", "c"), CE_SHAPES, ids=[f"{m}x{c}" for m, c in CE_SHAPES])
+@pytest.mark.parametrize("reduction", ["mean", "sum", "none"])
+def test_cross_entropy_with_label_smoothing(reduction, m, c, smoothing, dtype, strategy, make, make_target):
+    logits, target = make(m, c, dtype=dtype), make_target(m, c)
+    target[1] = -100
+    check_against_torch(
+        lambda x, t: rblock.cross_entropy(x, t, reduction=reduction, label_smoothing=smoothing),
+        lambda x, t: F.cross_entropy(x, t, reduction=reduction, label_smoothing=smoothing),
+        [logits, target],
+        strategy=strategy,
+        atol_scale=sum_scale(m) if reduction == "sum" else 1.0,
+    )
+
+
 @pytest.mark.parametrize("reduction", ["mean", "sum", "none"])
 def test_cross_entropy_custom_ignore_index(reduction, strategy, make):
     logits = make(6, 40)

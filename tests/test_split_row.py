@@ -163,6 +163,21 @@ def test_split_row_cross_entropy_gathers_along_the_whole_row(dtype: torch.dtype,
     assert max_rel_error(loss, ref) < TOL[dtype]
 
 
+@pytest.mark.parametrize(("dtype", "form"), FORMS, ids=[f"{str(d)[6:]}-{f or 'plain'}" for d, f in FORMS])
+def test_split_row_cross_entropy_with_label_smoothing(dtype: torch.dtype, form: str):
+    """The row's sum for the smoothing term combines over the slices beside its max and sum of exps."""
+    torch.manual_seed(5)
+    x = torch.randn(30, 2500, dtype=dtype) * 2 - 1.0
+    target = torch.randint(0, 2500, (30,))
+    target[4] = -100
+    flags = {f: f in form for f in ("prefetch", "recompute", "align")}
+    cfg = rblock.Config("split_row", 1, 512, 4, split=5, **flags)
+    with rblock.settings(config=cfg):
+        loss = rblock.cross_entropy(x, target, reduction="none", label_smoothing=0.3)
+    ref = torch.nn.functional.cross_entropy(x.double(), target, reduction="none", label_smoothing=0.3)
+    assert max_rel_error(loss, ref) < TOL[dtype]
+
+
 def test_constant_rows_have_no_variance_over_uneven_slices():
     """Slices of 512 and a shorter last one: the combined mean of a constant row is that constant exactly, so its
     variance is 0 and layer_norm gives the bias (a mean combined as a weighted sum of slice means is off by an ulp

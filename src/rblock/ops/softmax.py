@@ -33,15 +33,20 @@ def log_softmax(x: torch.Tensor, dim: int, dtype: torch.dtype | None = None) -> 
     return _log_softmax_kernel(x, d, dtype=checks.float_dtype("log_softmax", "dtype", dtype))
 
 
-def _cross_entropy_rows(logits, target, ignore_index, out_dtype):
+def _cross_entropy_rows(logits, target, ignore_index, out_dtype, smoothing=0.0):
     """Per-row loss: logsumexp(row) - row[target]; 0 where ignored, NaN where the target is out of range or the row
-    holds +inf (as PyTorch's log-softmax makes such a row, inf - inf, where lse - picked would give inf)."""
+    holds +inf (as PyTorch's log-softmax makes such a row, inf - inf, where lse - picked would give inf). With label
+    smoothing s, (1 - s) of that plus s times the mean over classes of -log_softmax, logsumexp(row) - mean(row): one
+    more sum of the row, read in the same pass. s is a constant of the trace, so without it the kernel is unchanged."""
     valid = target != ignore_index
     in_range = (target >= 0) & (target < logits.shape[1])
     t = torch.where(valid & in_range, target, 0)
     lse = torch.logsumexp(logits.float(), dim=1)
     picked = torch.gather(logits, 1, t.unsqueeze(1)).squeeze(1).float()
-    loss = torch.where(valid, torch.where(in_range & (lse != math.inf), lse - picked, math.nan), 0.0)
+    nll = lse - picked
+    if smoothing:
+        nll = (1.0 - smoothing) * nll + smoothing * (lse - logits.float().mean(dim=1))
+    loss = torch.where(valid, torch.where(in_range & (lse != math.inf), nll, math.nan), 0.0)
     return loss.to(out_dtype)
 
 
@@ -68,24 +73,32 @@ _rows_kernel = compile(_cross_entropy_rows, name="cross_entropy")
 _rows_then_mean = compile(
     _cross_entropy_rows,
     name="cross_entropy",
-    ahead=lambda logits, target, ignore_index, _: _mean_kernel.prepare(
+    ahead=lambda logits, target, ignore_index, *_: _mean_kernel.prepare(
         _losses_like(logits), target, ignore_index, logits.dtype
     ),
 )
 _rows_then_sum = compile(
     _cross_entropy_rows,
     name="cross_entropy",
-    ahead=lambda logits, target, ignore_index, _: _sum_kernel.prepare(_losses_like(logits), logits.dtype),
+    ahead=lambda logits, target, ignore_index, *_: _sum_kernel.prepare(_losses_like(logits), logits.dtype),
 )
 
 
 def cross_entropy(
-    logits: torch.Tensor, target: torch.Tensor, ignore_index: int = -100, reduction: str = "mean"
+    logits: torch.Tensor,
+    target: torch.Tensor,
+    ignore_index: int = -100,
+    reduction: str = "mean",
+    *,
+    weight: torch.Tensor | None = None,
+    label_smoothing: float = 0.0,
 ) -> torch.Tensor:
-    """Like torch.nn.functional.cross_entropy for (M, C) logits and (M,) class indices.
+    """Like torch.nn.functional.cross_entropy for (M, C) logits and (M,) class indices, without class weights.
 
     A target outside [0, C) that is not ignore_index gives NaN (PyTorch raises; checking would cost a sync)."""
     op = "cross_entropy"
+    if weight is not None:
+        raise InvalidArgument(op, "weight", "(class weights) is not supported; allowed: None")
     checks.tensor(op, "logits", logits, min_dim=2)
     if logits.dim() != 2:
         raise InvalidArgument(op, "logits", f"has shape {list(logits.shape)}; rblock takes (batch, classes) logits")
@@ -102,9 +115,18 @@ def cross_entropy(
         if isinstance(ignore_index, (bool, torch.Tensor)) or not isinstance(ignore_index, numbers.Integral):
             raise InvalidArgument(op, "ignore_index", f"must be an int, got {ignore_index!r}")
         ignore_index = int(ignore_index)
+    smoothing = _smoothing(label_smoothing)
+    smooth = (smoothing,) if smoothing else ()  # without it, the plain kernel under its usual key
     if reduction == "none":
-        return _rows_kernel(logits, target, ignore_index, logits.dtype)
+        return _rows_kernel(logits, target, ignore_index, logits.dtype, *smooth)
     if reduction == "sum":
-        return _sum_kernel(_rows_then_sum(logits, target, ignore_index, torch.float32), logits.dtype)
-    loss = _rows_then_mean(logits, target, ignore_index, torch.float32)
+        return _sum_kernel(_rows_then_sum(logits, target, ignore_index, torch.float32, *smooth), logits.dtype)
+    loss = _rows_then_mean(logits, target, ignore_index, torch.float32, *smooth)
     return _mean_kernel(loss, target, ignore_index, logits.dtype)
+
+
+def _smoothing(value: object) -> float:
+    s = checks.real("cross_entropy", "label_smoothing", value)
+    if not 0.0 <= s <= 1.0:
+        raise InvalidArgument("cross_entropy", "label_smoothing", f"is {value!r}; allowed: 0.0 to 1.0")
+    return s
