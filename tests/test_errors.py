@@ -361,9 +361,9 @@ def test_a_number_argument_that_is_not_a_number_names_it(op, argument, call, val
         call(value)
 
 
-@pytest.mark.parametrize("op", ["softmax", "log_softmax"])
+@pytest.mark.parametrize("op", ["softmax", "log_softmax", "sum", "mean"])
 @pytest.mark.parametrize("dtype", [torch.int32, torch.int64, torch.bool, torch.float64])
-def test_softmax_output_dtype_must_be_a_float_type_rblock_computes_in(op, dtype):
+def test_output_dtype_must_be_a_float_type_rblock_computes_in(op, dtype):
     name = str(dtype).replace("torch.", "")
     with pytest.raises(rblock.InvalidDtype, match=rf"^rblock\.{op}: dtype is {name}; allowed: float32, float16"):
         getattr(rblock, op)(x2d(), -1, dtype=dtype)

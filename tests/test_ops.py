@@ -261,6 +261,22 @@ def test_reduction_over_every_dim_when_dim_is_none(name, keepdim, strategy, make
         check_against_torch(DIM_OPS[name][0], DIM_OPS[name][1], [x], strategy=strategy, atol_scale=scale)
 
 
+@pytest.mark.parametrize(("x_dtype", "out_dtype"), [(torch.bfloat16, torch.float32), (torch.float32, torch.float16)])
+@pytest.mark.parametrize("dim", [-1, 0], ids=["last", "first"])
+@pytest.mark.parametrize("name", ["sum", "mean"])
+def test_sum_and_mean_with_an_output_dtype(name, dim, x_dtype, out_dtype, strategy, make):
+    """As torch.sum(x, dim, dtype=...): x converted to dtype, then reduced."""
+    ours, theirs = DIM_OPS[name]
+    x = make(40, 300, dtype=x_dtype)
+    check_against_torch(
+        lambda t: ours(t, dim, dtype=out_dtype),
+        lambda t: theirs(t, dim, dtype=out_dtype),
+        [x],
+        strategy=strategy,
+        atol_scale=sum_scale(x.shape[dim]),
+    )
+
+
 @pytest.mark.parametrize("dim", [(1, 2), [1, 2], (0, 2)], ids=["tuple", "list", "outer_and_inner"])
 @pytest.mark.parametrize("name", ["sum", "mean"])
 def test_reduction_over_dims_of_a_3d_view(name, dim, strategy, make):

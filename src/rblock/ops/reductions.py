@@ -25,16 +25,20 @@ def _check(op: str, x: torch.Tensor, dim, keepdim: object) -> tuple[tuple[int, .
     return ds, checks.flag(op, "keepdim", keepdim)
 
 
-def sum(x: torch.Tensor, dim=None, keepdim: bool = False) -> torch.Tensor:  # noqa: A001
-    """Like torch.sum(x, dim, keepdim); dim None reduces every dim."""
+def sum(x: torch.Tensor, dim=None, keepdim: bool = False, *, dtype: torch.dtype | None = None) -> torch.Tensor:  # noqa: A001
+    """Like torch.sum(x, dim, keepdim, dtype=...); dim None reduces every dim."""
     ds, keep = _check("sum", x, dim, keepdim)
-    return _sum(x, ds, keepdim=keep)
+    if dtype is None:
+        return _sum(x, ds, keepdim=keep)
+    return _sum(x, ds, keepdim=keep, dtype=checks.float_dtype("sum", "dtype", dtype))
 
 
-def mean(x: torch.Tensor, dim=None, keepdim: bool = False) -> torch.Tensor:
-    """Like torch.mean(x, dim, keepdim); dim None reduces every dim."""
+def mean(x: torch.Tensor, dim=None, keepdim: bool = False, *, dtype: torch.dtype | None = None) -> torch.Tensor:
+    """Like torch.mean(x, dim, keepdim, dtype=...); dim None reduces every dim."""
     ds, keep = _check("mean", x, dim, keepdim)
-    return _mean(x, ds, keepdim=keep)
+    if dtype is None:
+        return _mean(x, ds, keepdim=keep)
+    return _mean(x, ds, keepdim=keep, dtype=checks.float_dtype("mean", "dtype", dtype))
 
 
 def amax(x: torch.Tensor, dim=None, keepdim: bool = False) -> torch.Tensor:
