@@ -334,6 +334,18 @@ def test_cross_entropy_class_weights_are_refused_by_name():
         rblock.cross_entropy(x2d(), torch.zeros(4, dtype=LONG), weight=torch.ones(8))
 
 
+@pytest.mark.parametrize("op", ["var", "std"])
+def test_unbiased_and_correction_together_are_refused(op):
+    with pytest.raises(rblock.InvalidArgument, match=rf"^rblock\.{op}: unbiased cannot be given with correction"):
+        getattr(rblock, op)(x2d(), -1, unbiased=True, correction=1)
+
+
+@pytest.mark.parametrize("op", ["var", "std"])
+def test_unbiased_must_be_a_bool(op):
+    with pytest.raises(rblock.InvalidArgument, match=rf"^rblock\.{op}: unbiased must be a bool, got 0"):
+        getattr(rblock, op)(x2d(), -1, unbiased=0)
+
+
 @pytest.mark.parametrize("ignore_index", [1.5, "-100", None, True, torch.tensor(1)], ids=repr)
 def test_cross_entropy_ignore_index_must_be_an_int(ignore_index):
     with pytest.raises(rblock.InvalidArgument, match=r"^rblock\.cross_entropy: ignore_index must be an int, got "):
@@ -367,6 +379,12 @@ def test_output_dtype_must_be_a_float_type_rblock_computes_in(op, dtype):
     name = str(dtype).replace("torch.", "")
     with pytest.raises(rblock.InvalidDtype, match=rf"^rblock\.{op}: dtype is {name}; allowed: float32, float16"):
         getattr(rblock, op)(x2d(), -1, dtype=dtype)
+
+
+@pytest.mark.parametrize("op", ["softmax", "sum"])
+def test_output_dtype_that_is_not_a_dtype_says_so(op):
+    with pytest.raises(rblock.InvalidArgument, match=rf"^rblock\.{op}: dtype must be a torch\.dtype, got 'float16'"):
+        getattr(rblock, op)(x2d(), -1, dtype="float16")
 
 
 def test_cross_entropy_without_classes():

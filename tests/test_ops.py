@@ -261,20 +261,33 @@ def test_reduction_over_every_dim_when_dim_is_none(name, keepdim, strategy, make
         check_against_torch(DIM_OPS[name][0], DIM_OPS[name][1], [x], strategy=strategy, atol_scale=scale)
 
 
-@pytest.mark.parametrize(("x_dtype", "out_dtype"), [(torch.bfloat16, torch.float32), (torch.float32, torch.float16)])
-@pytest.mark.parametrize("dim", [-1, 0], ids=["last", "first"])
+DTYPE_PAIRS = [(torch.bfloat16, torch.float32), (torch.float32, torch.float16), (torch.float32, torch.bfloat16)]
+
+
+@pytest.mark.parametrize(("x_dtype", "out_dtype"), DTYPE_PAIRS, ids=dtype_id)
+@pytest.mark.parametrize("dim", [-1, 0, None], ids=["last", "first", "every"])
 @pytest.mark.parametrize("name", ["sum", "mean"])
 def test_sum_and_mean_with_an_output_dtype(name, dim, x_dtype, out_dtype, strategy, make):
-    """As torch.sum(x, dim, dtype=...): x converted to dtype, then reduced."""
+    """As torch.sum(x, dim, dtype=...): x converted to dtype, then reduced (the reference sums the converted values in
+    float64)."""
     ours, theirs = DIM_OPS[name]
     x = make(40, 300, dtype=x_dtype)
-    check_against_torch(
-        lambda t: ours(t, dim, dtype=out_dtype),
-        lambda t: theirs(t, dim, dtype=out_dtype),
-        [x],
-        strategy=strategy,
-        atol_scale=sum_scale(x.shape[dim]),
-    )
+    with rblock.settings(strategy=strategy):
+        got = ours(x, dim, dtype=out_dtype)
+    ref = theirs(x.to(out_dtype).double(), dim)
+    n = x.numel() if dim is None else x.shape[dim]
+    assert_matches(got, theirs(x, dim, dtype=out_dtype), ref, atol_scale=sum_scale(n))
+
+
+@pytest.mark.parametrize("name", ["sum", "mean"])
+def test_sum_to_float16_converts_before_it_sums(name, strategy):
+    """70000 and -69999 are inf and -inf in float16, so their sum is NaN, as in PyTorch (not 4, the float32 sum
+    converted); 1e-8 is 0 in float16."""
+    x = torch.tensor([[70000.0, -69999.0, 1.0, 2.0], [1e-8, 1e-8, 1e-8, 1e-8]])
+    with rblock.settings(strategy=strategy):
+        got = getattr(rblock, name)(x, -1, dtype=torch.float16)
+    assert got.dtype == torch.float16
+    assert got[0].isnan() and got[1] == 0
 
 
 @pytest.mark.parametrize("dim", [(1, 2), [1, 2], (0, 2)], ids=["tuple", "list", "outer_and_inner"])
@@ -373,6 +386,26 @@ def test_var_with_no_degrees_of_freedom_is_nan_like_pytorch(n, strategy, make):
         strategy=strategy,
         equal_nan=True,
     )
+
+
+@pytest.mark.parametrize("unbiased", [False, True])
+@pytest.mark.parametrize("name", ["var", "std"])
+def test_var_and_std_take_unbiased(name, unbiased, strategy, make):
+    ours, theirs = DIM_OPS[name]
+    check_against_torch(
+        lambda x: ours(x, -1, unbiased=unbiased),
+        lambda x: theirs(x, -1, unbiased=unbiased),
+        [make(5, 30)],
+        strategy=strategy,
+    )
+
+
+@pytest.mark.parametrize("name", ["var", "std"])
+def test_var_and_std_take_keepdim_as_a_keyword_only(name):
+    """torch.var(x, dim, False) reads False as `unbiased`: a third positional argument is refused, not read as
+    keepdim."""
+    with pytest.raises(TypeError):
+        DIM_OPS[name][0](torch.randn(4, 8), -1, False)
 
 
 @pytest.mark.parametrize("eps", [1e-6, 0.5])
@@ -671,6 +704,17 @@ def test_cross_entropy_with_label_smoothing(reduction, m, c, smoothing, dtype, s
         strategy=strategy,
         atol_scale=sum_scale(m) if reduction == "sum" else 1.0,
     )
+
+
+def test_cross_entropy_without_label_smoothing_runs_the_plain_kernel(make, make_target):
+    """label_smoothing=0.0 is no argument to the row kernel: the call finds the plain call's compiled kernel."""
+    from rblock.ops.softmax import _rows_kernel as rows  # the module, not the op of its name
+
+    logits, target = make(5, 40), make_target(5, 40)
+    plain = rblock.cross_entropy(logits, target, reduction="none")
+    entries = len(rows._entries)
+    assert_matches(rblock.cross_entropy(logits, target, reduction="none", label_smoothing=0.0), plain, plain)
+    assert len(rows._entries) == entries
 
 
 @pytest.mark.parametrize("reduction", ["mean", "sum", "none"])

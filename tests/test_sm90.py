@@ -56,8 +56,13 @@ def test_every_candidate_compiles_for_sm90(tmp_path):
         f = rblock.compile(lambda x, fn=fn: fn(x, -1), name=fn.__name__)
         runs.append((op, lambda f=f, m=m, n=n, dt=dt: f(torch.randint(-(2**31), 2**31 - 1, (m, n), dtype=dt))))
     logits, target = torch.randn(64, 65536, dtype=torch.bfloat16), torch.randint(0, 65536, (64,))
-    smoothed = lambda: rblock.cross_entropy(logits, target, reduction="none", label_smoothing=0.1)  # noqa: E731
-    runs.append(("cross_entropy label_smoothing", smoothed))  # a plain sum of the row beside its logsumexp
+    for reduction in ("none", "mean"):  # a plain sum of the row beside its logsumexp; bf16 losses, then fp32 ones
+        runs.append(
+            (
+                f"cross_entropy label_smoothing {reduction}",
+                lambda r=reduction: rblock.cross_entropy(logits, target, reduction=r, label_smoothing=0.1),
+            )
+        )
     for op, run in runs:
         with recording(launch=False) as log:
             run()

@@ -390,6 +390,7 @@ class CompiledFunction:
     fn: object
     name: str
     ahead: Callable | None = None  # called with a first call's arguments before it is built (see `prepare`)
+    checks_grad: bool = True  # False for rblock's ops, which check each tensor by name before they call
     _entries: dict = field(default_factory=dict)
     _prepared: dict = field(default_factory=dict)
     _lock: threading.Lock = field(default_factory=threading.Lock)
@@ -398,7 +399,7 @@ class CompiledFunction:
         tensors: list[torch.Tensor] = []
         sig: list = []
         _signature(args, kwargs, tensors, sig)
-        if torch.is_grad_enabled():
+        if self.checks_grad and torch.is_grad_enabled():
             for t in tensors:
                 if t.requires_grad:
                     raise InvalidArgument(f"compile({self.name})", _holder(self.fn, args, kwargs, t), FORWARD_ONLY)
@@ -466,3 +467,8 @@ def compile(fn=None, *, name: str | None = None, ahead: Callable | None = None):
         return functools.partial(compile, name=name, ahead=ahead)
     label = name or getattr(fn, "__name__", "fn")
     return CompiledFunction(fn, re.sub(r"\W", "_", label).strip("_") or "fn", ahead)
+
+
+def op_kernel(fn, name: str, ahead: Callable | None = None) -> CompiledFunction:
+    """`compile` for rblock's own ops, which check their tensors (grad included) by name before they call it."""
+    return CompiledFunction(fn, name, ahead, checks_grad=False)

@@ -15,14 +15,6 @@ class InvalidArgument(RBlockError, ValueError):
         self.op, self.argument = op, argument
 
 
-# a tensor that requires grad, under grad mode: rblock's kernels have no backward, so the result would leave the
-# autograd graph without a word and every gradient through it would be missing
-FORWARD_ONLY = (
-    "requires grad, and rblock computes forward passes only: call it under torch.no_grad() or "
-    "torch.inference_mode(), or pass a detached tensor"
-)
-
-
 class InvalidDtype(InvalidArgument, TypeError):
     """A tensor has a dtype the op does not support."""
 
@@ -44,3 +36,11 @@ class CompileFailed(RBlockError, RuntimeError):
 class SyncTimeout(RBlockError, RuntimeError):
     """Programs of a split-row kernel stopped waiting for each other (RBLOCK_DEBUG_SYNC): the launch was not
     co-resident."""
+
+
+# a tensor that requires grad, under grad mode: rblock's kernels have no backward, so the result would leave the
+# autograd graph without a word and every gradient through it would be missing
+FORWARD_ONLY = (
+    "requires grad, and rblock computes forward passes only: call it under torch.no_grad() or "
+    "torch.inference_mode(), or pass a detached tensor"
+)

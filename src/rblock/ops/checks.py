@@ -47,6 +47,8 @@ def flag(op: str, name: str, value: object) -> bool:
 
 def float_dtype(op: str, name: str, dtype: object) -> torch.dtype:
     """An output dtype asked for: one of the float types rblock computes in."""
+    if not isinstance(dtype, torch.dtype):
+        raise InvalidArgument(op, name, f"must be a torch.dtype, got {dtype!r}")
     if dtype not in FLOATS:
         allowed = ", ".join(str(d).replace("torch.", "") for d in FLOATS)
         raise InvalidDtype(op, name, f"is {str(dtype).replace('torch.', '')}; allowed: {allowed}")
@@ -60,11 +62,17 @@ def same_device(op: str, **tensors: torch.Tensor | None) -> None:
         raise InvalidArgument(op, "tensors", f"must be on one device, got {listed}")
 
 
-def dims(op: str, x: torch.Tensor, dim: int | tuple[int, ...] | list[int]) -> tuple[int, ...]:
-    """Normalize `dim` (an int or a sequence of ints) to sorted non-negative dims of x."""
+def dims(
+    op: str, x: torch.Tensor, dim: int | tuple[int, ...] | list[int] | None, every: bool = False
+) -> tuple[int, ...]:
+    """Normalize `dim` (an int or a sequence of ints; with `every`, None for all of x's dims) to sorted non-negative
+    dims of x."""
+    if every and dim is None:
+        return tuple(range(x.dim()))
     seq = (dim,) if isinstance(dim, int) else tuple(dim) if isinstance(dim, (tuple, list)) else None
     if seq is None or not seq or not all(isinstance(d, int) and not isinstance(d, bool) for d in seq):
-        raise InvalidArgument(op, "dim", f"must be an int or a non-empty tuple of ints, got {dim!r}")
+        allowed = "an int, a non-empty tuple of ints or None" if every else "an int or a non-empty tuple of ints"
+        raise InvalidArgument(op, "dim", f"must be {allowed}, got {dim!r}")
     n = x.dim()
     for d in seq:
         if not -n <= d < n:

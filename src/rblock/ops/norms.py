@@ -5,7 +5,7 @@ from __future__ import annotations
 import torch
 import torch.nn.functional as F
 
-from rblock.compiler import compile
+from rblock.compiler import op_kernel
 from rblock.ops import checks
 
 
@@ -22,9 +22,9 @@ def _fused_add_rms_norm(x, residual, weight, eps):
     return _rms_norm(h, (-1,), weight, eps), h
 
 
-_rms_norm_kernel = compile(_rms_norm, name="rms_norm")
-_layer_norm_kernel = compile(F.layer_norm, name="layer_norm")
-_fused_add_rms_norm_kernel = compile(_fused_add_rms_norm, name="fused_add_rms_norm")
+_rms_norm_kernel = op_kernel(_rms_norm, "rms_norm")
+_layer_norm_kernel = op_kernel(F.layer_norm, "layer_norm")
+_fused_add_rms_norm_kernel = op_kernel(_fused_add_rms_norm, "fused_add_rms_norm")
 
 
 def rms_norm(

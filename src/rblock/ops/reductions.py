@@ -6,23 +6,23 @@ import math
 
 import torch
 
-from rblock.compiler import compile
+from rblock.compiler import op_kernel
+from rblock.errors import InvalidArgument
 from rblock.ops import checks
 
-_sum = compile(torch.sum, name="sum")
-_mean = compile(torch.mean, name="mean")
-_amax = compile(torch.amax, name="amax")
-_amin = compile(torch.amin, name="amin")
-_var = compile(torch.var, name="var")
-_std = compile(torch.std, name="std")
-_logsumexp = compile(torch.logsumexp, name="logsumexp")
+_sum = op_kernel(torch.sum, "sum")
+_mean = op_kernel(torch.mean, "mean")
+_amax = op_kernel(torch.amax, "amax")
+_amin = op_kernel(torch.amin, "amin")
+_var = op_kernel(torch.var, "var")
+_std = op_kernel(torch.std, "std")
+_logsumexp = op_kernel(torch.logsumexp, "logsumexp")
 
 
-def _check(op: str, x: torch.Tensor, dim, keepdim: object) -> tuple[tuple[int, ...], bool]:
-    """x's dims to reduce (None: every dim, as PyTorch takes it but for logsumexp) and keepdim."""
+def _check(op: str, x: torch.Tensor, dim, keepdim: object, every: bool = True) -> tuple[tuple[int, ...], bool]:
+    """x's dims to reduce (with `every`, None for all of them, as PyTorch takes it) and keepdim."""
     checks.tensor(op, "x", x)
-    ds = tuple(range(x.dim())) if dim is None and op != "logsumexp" else checks.dims(op, x, dim)
-    return ds, checks.flag(op, "keepdim", keepdim)
+    return checks.dims(op, x, dim, every), checks.flag(op, "keepdim", keepdim)
 
 
 def sum(x: torch.Tensor, dim=None, keepdim: bool = False, *, dtype: torch.dtype | None = None) -> torch.Tensor:  # noqa: A001
@@ -55,28 +55,33 @@ def amin(x: torch.Tensor, dim=None, keepdim: bool = False) -> torch.Tensor:
     return _amin(x, ds, keepdim=keep)
 
 
-def _correction(op: str, correction: object) -> int | float:
-    """Any real number, as PyTorch takes it (0.5 too; None for 1); whole ones as ints, so 1 and 1.0 share a
-    kernel."""
+def _correction(op: str, correction: object, unbiased: object) -> int | float:
+    """Any real number, as PyTorch takes it (0.5 too; None for 1, or for `unbiased`'s 1 or 0); whole ones as ints, so
+    1 and 1.0 share a kernel."""
+    if unbiased is not None:
+        if correction is not None:
+            raise InvalidArgument(op, "unbiased", "cannot be given with correction; allowed: one of the two")
+        correction = int(checks.flag(op, "unbiased", unbiased))
     c = checks.real(op, "correction", 1 if correction is None else correction)
     if math.isnan(c):  # one NaN object, so such calls find their compiled kernel (a NaN equals only itself)
         return math.nan
     return int(c) if c.is_integer() else c
 
 
-def var(x: torch.Tensor, dim=None, keepdim: bool = False, correction: float = 1) -> torch.Tensor:
-    """Like torch.var(x, dim, correction=..., keepdim=...); dim None reduces every dim."""
+def var(x: torch.Tensor, dim=None, *, correction=None, keepdim: bool = False, unbiased=None) -> torch.Tensor:
+    """Like torch.var(x, dim, correction=..., keepdim=...); dim None reduces every dim. keepdim is a keyword, as in
+    PyTorch, whose older var(x, dim, unbiased) would read a third positional argument as `unbiased`."""
     ds, keep = _check("var", x, dim, keepdim)
-    return _var(x, ds, correction=_correction("var", correction), keepdim=keep)
+    return _var(x, ds, correction=_correction("var", correction, unbiased), keepdim=keep)
 
 
-def std(x: torch.Tensor, dim=None, keepdim: bool = False, correction: float = 1) -> torch.Tensor:
-    """Like torch.std(x, dim, correction=..., keepdim=...); dim None reduces every dim."""
+def std(x: torch.Tensor, dim=None, *, correction=None, keepdim: bool = False, unbiased=None) -> torch.Tensor:
+    """Like torch.std(x, dim, correction=..., keepdim=...); dim None reduces every dim; keepdim a keyword (see var)."""
     ds, keep = _check("std", x, dim, keepdim)
-    return _std(x, ds, correction=_correction("std", correction), keepdim=keep)
+    return _std(x, ds, correction=_correction("std", correction, unbiased), keepdim=keep)
 
 
 def logsumexp(x: torch.Tensor, dim, keepdim: bool = False) -> torch.Tensor:
     """Like torch.logsumexp(x, dim, keepdim)."""
-    ds, keep = _check("logsumexp", x, dim, keepdim)
+    ds, keep = _check("logsumexp", x, dim, keepdim, every=False)  # torch.logsumexp takes no None
     return _logsumexp(x, ds, keepdim=keep)

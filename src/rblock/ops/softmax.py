@@ -7,12 +7,12 @@ import numbers
 
 import torch
 
-from rblock.compiler import compile
+from rblock.compiler import op_kernel
 from rblock.errors import InvalidArgument
 from rblock.ops import checks
 
-_softmax_kernel = compile(torch.softmax, name="softmax")
-_log_softmax_kernel = compile(torch.log_softmax, name="log_softmax")
+_softmax_kernel = op_kernel(torch.softmax, "softmax")
+_log_softmax_kernel = op_kernel(torch.log_softmax, "log_softmax")
 
 
 def softmax(x: torch.Tensor, dim: int, dtype: torch.dtype | None = None) -> torch.Tensor:
@@ -59,8 +59,8 @@ def _sum_all(loss, out_dtype):
     return loss.sum().to(out_dtype)
 
 
-_mean_kernel = compile(_mean_of_valid, name="cross_entropy_mean")
-_sum_kernel = compile(_sum_all, name="cross_entropy_sum")
+_mean_kernel = op_kernel(_mean_of_valid, "cross_entropy_mean")
+_sum_kernel = op_kernel(_sum_all, "cross_entropy_sum")
 
 
 def _losses_like(logits: torch.Tensor) -> torch.Tensor:
@@ -69,19 +69,29 @@ def _losses_like(logits: torch.Tensor) -> torch.Tensor:
 
 
 # The reductions' kernels are prepared on the rows' first call, so the two kernels' candidates compile together.
-_rows_kernel = compile(_cross_entropy_rows, name="cross_entropy")
-_rows_then_mean = compile(
+_rows_kernel = op_kernel(_cross_entropy_rows, "cross_entropy")
+_rows_then_mean = op_kernel(
     _cross_entropy_rows,
     name="cross_entropy",
     ahead=lambda logits, target, ignore_index, *_: _mean_kernel.prepare(
         _losses_like(logits), target, ignore_index, logits.dtype
     ),
 )
-_rows_then_sum = compile(
+_rows_then_sum = op_kernel(
     _cross_entropy_rows,
     name="cross_entropy",
     ahead=lambda logits, target, ignore_index, *_: _sum_kernel.prepare(_losses_like(logits), logits.dtype),
 )
+
+
+def _smoothing(op: str, value: object) -> float:
+    """A label smoothing in [0, 1]; the default 0.0 without a check (every call pays for it)."""
+    if type(value) is float and value == 0.0:
+        return 0.0
+    s = checks.real(op, "label_smoothing", value)
+    if not 0.0 <= s <= 1.0:
+        raise InvalidArgument(op, "label_smoothing", f"is {value!r}; allowed: 0.0 to 1.0")
+    return s
 
 
 def cross_entropy(
@@ -95,7 +105,9 @@ def cross_entropy(
 ) -> torch.Tensor:
     """Like torch.nn.functional.cross_entropy for (M, C) logits and (M,) class indices, without class weights.
 
-    A target outside [0, C) that is not ignore_index gives NaN (PyTorch raises; checking would cost a sync)."""
+    A target outside [0, C) that is not ignore_index gives NaN (PyTorch raises; checking would cost a sync). Each
+    label_smoothing value is a constant of its own kernel, compiled and tuned on its first call, as eps is for the
+    norms."""
     op = "cross_entropy"
     if weight is not None:
         raise InvalidArgument(op, "weight", "(class weights) is not supported; allowed: None")
@@ -113,9 +125,10 @@ def cross_entropy(
     # an int or a NumPy int; never a float truncated, a bool, or a tensor (whose value would cost a sync)
     if type(ignore_index) is not int:  # the usual call skips the ABC check (~0.4 us)
         if isinstance(ignore_index, (bool, torch.Tensor)) or not isinstance(ignore_index, numbers.Integral):
-            raise InvalidArgument(op, "ignore_index", f"must be an int, got {ignore_index!r}")
+            hint = " (class weights go by the keyword weight=)" if isinstance(ignore_index, torch.Tensor) else ""
+            raise InvalidArgument(op, "ignore_index", f"must be an int, got {ignore_index!r}{hint}")
         ignore_index = int(ignore_index)
-    smoothing = _smoothing(label_smoothing)
+    smoothing = _smoothing(op, label_smoothing)
     smooth = (smoothing,) if smoothing else ()  # without it, the plain kernel under its usual key
     if reduction == "none":
         return _rows_kernel(logits, target, ignore_index, logits.dtype, *smooth)
@@ -123,10 +136,3 @@ def cross_entropy(
         return _sum_kernel(_rows_then_sum(logits, target, ignore_index, torch.float32, *smooth), logits.dtype)
     loss = _rows_then_mean(logits, target, ignore_index, torch.float32, *smooth)
     return _mean_kernel(loss, target, ignore_index, logits.dtype)
-
-
-def _smoothing(value: object) -> float:
-    s = checks.real("cross_entropy", "label_smoothing", value)
-    if not 0.0 <= s <= 1.0:
-        raise InvalidArgument("cross_entropy", "label_smoothing", f"is {value!r}; allowed: 0.0 to 1.0")
-    return s

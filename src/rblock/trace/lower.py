@@ -308,6 +308,8 @@ class _Lowering:
 
     def _sum(self, node, dt):
         v, _ = self._reduce_input(node)
+        if node.kwargs.get("dtype") is not None:  # torch.sum(x, dtype=d) converts x to d, then sums
+            v = self.cast(v, dt)
         acc = DType.I64 if not self.nodes[v].dtype.is_float else DType.F32
         return self.add(Op.SUM, (v,), acc), dt
 
