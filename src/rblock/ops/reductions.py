@@ -25,7 +25,9 @@ def _check(op: str, x: torch.Tensor, dim, keepdim: object, every: bool = True) -
     return checks.dims(op, x, dim, every), checks.flag(op, "keepdim", keepdim)
 
 
-def sum(x: torch.Tensor, dim=None, keepdim: bool = False, *, dtype: torch.dtype | None = None) -> torch.Tensor:  # noqa: A001
+def sum(  # noqa: A001
+    x: torch.Tensor, dim=None, keepdim: bool = False, *, dtype: torch.dtype | None = None
+) -> torch.Tensor:
     """Like torch.sum(x, dim, keepdim, dtype=...); dim None reduces every dim."""
     ds, keep = _check("sum", x, dim, keepdim)
     if dtype is None:
