@@ -56,15 +56,21 @@ def test_tensor_on_the_wrong_device_names_op_and_argument(op):
         X_CALLS[op](x)
 
 
+# Each float tensor argument but x: (op, argument, call(make)), `make(*shape)` giving that argument.
+OTHER_TENSORS = [
+    ("rms_norm", "weight", lambda m: rblock.rms_norm(x2d(), (8,), m(8))),
+    ("layer_norm", "weight", lambda m: rblock.layer_norm(x2d(), (8,), m(8))),
+    ("layer_norm", "bias", lambda m: rblock.layer_norm(x2d(), (8,), None, m(8))),
+    ("fused_add_rms_norm", "residual", lambda m: rblock.fused_add_rms_norm(x2d(), m(4, 8), torch.ones(8))),
+    ("fused_add_rms_norm", "weight", lambda m: rblock.fused_add_rms_norm(x2d(), x2d(), m(8))),
+    ("cross_entropy", "logits", lambda m: rblock.cross_entropy(m(4, 8), torch.zeros(4, dtype=LONG))),
+]
+
+
 @pytest.mark.parametrize(
     ("op", "argument", "call"),
     [
-        ("rms_norm", "weight", lambda m: rblock.rms_norm(x2d(), (8,), m(8))),
-        ("layer_norm", "weight", lambda m: rblock.layer_norm(x2d(), (8,), m(8))),
-        ("layer_norm", "bias", lambda m: rblock.layer_norm(x2d(), (8,), None, m(8))),
-        ("fused_add_rms_norm", "residual", lambda m: rblock.fused_add_rms_norm(x2d(), m(4, 8), torch.ones(8))),
-        ("fused_add_rms_norm", "weight", lambda m: rblock.fused_add_rms_norm(x2d(), x2d(), m(8))),
-        ("cross_entropy", "logits", lambda m: rblock.cross_entropy(m(4, 8), torch.zeros(4, dtype=LONG))),
+        *OTHER_TENSORS,
         ("cross_entropy", "target", lambda m: rblock.cross_entropy(x2d(), torch.zeros(4, dtype=LONG, device="meta"))),
     ],
     ids=lambda v: v if isinstance(v, str) else "",
@@ -136,18 +142,7 @@ def test_x_that_requires_grad_names_op_and_argument(op):
         X_CALLS[op](x)
 
 
-@pytest.mark.parametrize(
-    ("op", "argument", "call"),
-    [
-        ("rms_norm", "weight", lambda g: rblock.rms_norm(x2d(), (8,), g(8))),
-        ("layer_norm", "weight", lambda g: rblock.layer_norm(x2d(), (8,), g(8))),
-        ("layer_norm", "bias", lambda g: rblock.layer_norm(x2d(), (8,), None, g(8))),
-        ("fused_add_rms_norm", "residual", lambda g: rblock.fused_add_rms_norm(x2d(), g(4, 8), torch.ones(8))),
-        ("fused_add_rms_norm", "weight", lambda g: rblock.fused_add_rms_norm(x2d(), x2d(), g(8))),
-        ("cross_entropy", "logits", lambda g: rblock.cross_entropy(g(4, 8), torch.zeros(4, dtype=LONG))),
-    ],
-    ids=lambda v: v if isinstance(v, str) else "",
-)
+@pytest.mark.parametrize(("op", "argument", "call"), OTHER_TENSORS, ids=lambda v: v if isinstance(v, str) else "")
 def test_other_tensor_that_requires_grad_names_it(op, argument, call):
     with pytest.raises(rblock.InvalidArgument, match=rf"^rblock\.{op}: {argument} {FORWARD_ONLY}"):
         call(lambda *shape: torch.randn(*shape, requires_grad=True))
