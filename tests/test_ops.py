@@ -522,7 +522,7 @@ def test_looped_welford_over_many_chunks_and_a_partial_last_one(name, align, xbl
     with recording() as log, rblock.settings(config=rblock.Config("looped", xblock, 128, 4, align=align)):
         check_against_torch(op.rblock_fn, op.torch_fn, op.inputs(make, x), atol_scale=scale)
     (src,) = [st.spec.source for c in log for st in c.program.stages]
-    assert ("range(RBLOCK, " in src) == (not align)
+    assert ("the lanes' shifts" in src) == (not align)
 
 
 @pytest.mark.parametrize("name", ["var", "layer_norm"])
@@ -1032,6 +1032,35 @@ def test_rows_walked_from_16_byte_boundaries_match_pytorch(name, m, n, config, d
     expected, ref = op.torch_fn(*inputs), op.torch_fn(*upcast(inputs))
     for o, e, r in zip(*(v if isinstance(v, tuple) else (v,) for v in (out, expected, ref))):
         assert_matches(o, e, r)
+
+
+@pytest.mark.parametrize(
+    "config",
+    [rblock.Config("looped", 1, 128, 4, align=True), rblock.Config("looped", 2, 64, 2, align=True, unroll=2)],
+    ids=str,
+)
+@pytest.mark.parametrize("n", [257, 300, 1024], ids=str)
+@pytest.mark.parametrize("name", ["softmax", "cross_entropy", "var", "fused_add_rms_norm"])
+def test_walked_chunks_inside_every_row_go_unmasked(name, n, config, dtype, make):
+    """A walk's chunks that lie wholly inside every row (after the first, which holds the lanes before each row's
+    start, and before the one holding its end) load, reduce and store without masks; rows of 1024 end exactly where
+    those chunks do, and each row starts at another shift from the boundary (rows one element longer in memory)."""
+    op = OPS_BY_NAME[name]
+    inputs = op.inputs(make, make(5, n + 1, dtype=dtype)[:, 1:])
+    out = _run_with_config(op, inputs, config)
+    expected, ref = op.torch_fn(*inputs), op.torch_fn(*upcast(inputs))
+    for o, e, r in zip(*(v if isinstance(v, tuple) else (v,) for v in (out, expected, ref))):
+        assert_matches(o, e, r)
+    with recording(launch=False) as log:
+        _run_with_config(op, inputs, config)
+    src = log[0].program.stages[0].spec.source
+    whole = src[src.index("if whole:") : src.index("else:  # a row that ends its tensor")]
+    loops = whole.split("for r0_offset in ")[1:]  # each loop's text runs to the next loop
+    inner = [loop for loop in loops if "(RBLOCK, " in loop.split(":")[0]]
+    assert len(inner) == len(whole.split("# pass ")) - 1  # one in each pass
+    for loop in inner:
+        assert f"range(RBLOCK, {n // config.RBLOCK * config.RBLOCK}, RBLOCK" in loop
+        assert "rindex >= 0" not in loop and "rnumel + rshift" not in loop
 
 
 @pytest.mark.parametrize(

@@ -42,20 +42,39 @@ class ChunkLoop:
             self.out.append(f"# the first {'tile' if reps > 1 else 'chunk'}, before the loop: the lanes' shifts")
             self._chunk(chunk, targets, groups, peeled, first=True, reps=reps, width=width)
             self.peeled = True
-        bounds = f"{first if peeled else 0}, {end}, {width}"
-        if u > 1 and reps == 1:
-            self.out.append(
-                f"for r0_offset in tl.range({bounds}, loop_unroll_factor={u}):  # {u} chunks' loads in flight"
-            )
-        else:
-            self.out.append(f"for r0_offset in range({bounds}):")
-        saved, self.out = self.out, []
-        self._chunk(f"r0_offset + {chunk}", targets, groups, peeled, reps=reps, width=width)
-        self.out = saved + [f"    {line}" for line in self.out]
+        inner = self._inner_chunks(peeled, reps)
+        spans = [(f"{first if peeled else 0}, {end}, {width}", u, "", False)]  # (bounds, unroll, note, inside)
+        if inner is not None:  # a walk's chunks inside every row need no masks: only its first and last ones do
+            spans = [
+                ("0, RBLOCK, RBLOCK", 1, "the first chunk: the lanes before each row's start masked", False),
+                (f"RBLOCK, {inner}, RBLOCK", u, "chunks inside every row: no masks", True),
+                (f"{inner}, {end}, RBLOCK", 1, "the last chunks: the lanes past each row's end masked", False),
+            ]
+        for bounds, unroll, note, inside in spans:
+            if unroll > 1 and reps == 1:
+                note = "; ".join([f"{unroll} chunks' loads in flight", *([note] if note else [])])
+                loop = f"tl.range({bounds}, loop_unroll_factor={unroll})"
+            else:
+                loop = f"range({bounds})"
+            self.out.append(f"for r0_offset in {loop}:" + (f"  # {note}" if note else ""))
+            saved, self.out, self.inside = self.out, [], inside
+            self._chunk(f"r0_offset + {chunk}", targets, groups, peeled, reps=reps, width=width)
+            self.out, self.inside = saved + [f"    {line}" for line in self.out], False
         self.local = {}
         for r in reductions:
             self.out += acc_finish(g, r, peeled)
             self.outer[(r, 0)] = f"tmp{r}"
+
+    def _inner_chunks(self, peeled: bool, reps: int) -> int | None:
+        """A walk over rows inside their tensors (`whole`): where its chunks that lie inside every row end, when
+        there is one. Its masks then hold only in the first chunk (the lanes before a row's start, less than a
+        vector, so the chunk must span one) and the last ones; in between every position is the row's, and the
+        per-element masks and selects (half the loop's instructions at cross_entropy's rows of 50257) go."""
+        w = self.cfg.RBLOCK
+        if not (self.walk and self.whole) or peeled or reps > 1 or w < self.vec:
+            return None
+        inner = self.g.rnumel // w * w  # chunks wholly before the row's end, from the boundary below its start
+        return inner if inner > w else None
 
     def _wide_reps(self, targets: list[int], groups: dict[int, int], uniform: bool, peeled: bool) -> int:
         """An unrolled pass, one row per program, of grouped softmax statistics alone, or of float sums and

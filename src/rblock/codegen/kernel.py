@@ -134,6 +134,7 @@ class _Body(ChunkLoop, RowLoop, Totals):
         self.walk = g.nodes[walk[0]].attr if walk else None  # align: the access whose rows are walked
         self.vec = walk[1] if walk else 1  # its elements per 16-byte vector
         self.whole = False  # align: the body for programs whose rows' last vectors lie inside the tensors
+        self.inside = False  # align: the chunk being emitted lies inside every row (`ChunkLoop._inner_chunks`)
         users = g.users()
         # casts whose only users are stores of the same type: the store rounds, no need to round twice
         self.rounded_by_store = {
@@ -237,10 +238,22 @@ class _Body(ChunkLoop, RowLoop, Totals):
                 self.emit(i)
         return self.out + self._shares("=")
 
-    def _walk_masks(self, every_vector: bool) -> list[str]:
+    def _walk_masks(self, every_vector: bool, inside: bool = False) -> list[str]:
         """align: the row's element indices and masks at the walk's positions `jindex` (`jvec`: their vectors'
-        first); `every_vector`: also `wmask`, for loads of whole vectors."""
+        first); `every_vector`: also `wmask`, for loads of whole vectors; `inside`: a chunk inside every row, whose
+        masks are the rows' alone (constants Triton folds away when every row exists)."""
         v = self.vec
+        if inside:
+            every = ["wmask = mask"] if every_vector else []
+            return [
+                "rindex = jindex - rshift",
+                "rmask = tl.full([1, RBLOCK], True, tl.int1)",
+                *dim_vars("r", "rindex", self.g.r_sizes),
+                "mask = xmask & rmask",
+                "vmask = mask",
+                "smask = mask",
+                *every,
+            ]
         return [
             "rindex = jindex - rshift",
             "rmask = (rindex >= 0) & (rindex < rnumel)",
@@ -263,7 +276,7 @@ class _Body(ChunkLoop, RowLoop, Totals):
         s = self._sfx()
         if self.walk:
             self.out += [f"jindex = {rindex}", f"jvec = jindex // {self.vec} * {self.vec}"]
-            self.out += self._walk_masks(every_vector=self.whole)
+            self.out += self._walk_masks(every_vector=self.whole, inside=self.inside)
             return
         self.out.append(f"rindex{s} = {rindex}")
         tail = f" & (x0 * rnumel + rindex{s} < {self.g.r_extent})" if self.g.r_extent else ""  # a short last slice
