@@ -599,6 +599,43 @@ def test_unrolled_sums_fold_a_tile_of_chunks_in_each_thread(name, dtype, n, conf
     assert "tl.sum(tl.reshape(tl.broadcast_to(tl.where(mask, " in src or "_shift[:, None, :]" in src
 
 
+@pytest.mark.parametrize("n", [1300, 3001])
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16], ids=dtype_id)
+@pytest.mark.parametrize("name", ["sum", "rms_norm", "fused_add_rms_norm", "cross_entropy"])
+def test_looped_float_sums_keep_one_total_per_vector_of_a_thread(name, dtype, n, make):
+    """Chunks of 512 at 2 warps: a thread's 8 contiguous elements (4 in fp32) are added up within the thread before
+    the one accumulator lane they share takes them; rows of 3001 are walked from the boundary below their start
+    (cross_entropy's label smoothing sums its row beside the softmax statistics). Row 0's first 300 elements lie
+    1000 above the rest."""
+    x = make(3, n, dtype=dtype)
+    x[0, :300] += 1000.0
+    op = OPS_BY_NAME[name]
+    config = rblock.Config("looped", 1, 512, 2, align=n % 8 != 0)
+    inputs = op.inputs(make, x)
+    if name == "cross_entropy":
+        fn = lambda logits, t: rblock.cross_entropy(logits, t, reduction="none", label_smoothing=0.25)  # noqa: E731
+        ref = lambda logits, t: F.cross_entropy(logits, t, reduction="none", label_smoothing=0.25)  # noqa: E731
+        with recording() as log, rblock.settings(config=config):
+            check_against_torch(fn, ref, inputs)
+    else:
+        with recording() as log, rblock.settings(config=config):
+            op.check(inputs, None)
+    (src,) = [st.spec.source for c in log for st in c.program.stages if "for r0_offset" in st.spec.source]
+    group = 8 if dtype == torch.bfloat16 else 4
+    assert f"tl.full([XBLOCK, RBLOCK // {group}], 0, tl.float32)" in src
+    assert f"[XBLOCK, RBLOCK // {group}, {group}]), 2)" in src
+
+
+def test_looped_integer_sums_keep_a_lane_per_element(make):
+    """Integer sums (in int64, as PyTorch's) keep their [XBLOCK, RBLOCK] lanes."""
+    x = torch.randint(-1000, 1000, (3, 1300), dtype=torch.int32)
+    fn = rblock.compile(lambda x: x.sum(-1), name="int_sum")
+    with recording() as log, rblock.settings(config=rblock.Config("looped", 1, 512, 2)):
+        torch.testing.assert_close(fn(x), x.sum(-1), rtol=0, atol=0)
+    src = log[0].program.stages[0].spec.source
+    assert "tl.full([XBLOCK, RBLOCK], 0, tl.int64)" in src and "RBLOCK // " not in src
+
+
 @pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16], ids=dtype_id)
 def test_unrolled_mean_variance_followed_by_another_pass_keeps_its_loop(dtype, make):
     """layer_norm's mean-variance takes its first chunk before its loop, at function scope, and its second pass

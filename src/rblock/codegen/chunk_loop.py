@@ -32,6 +32,8 @@ class ChunkLoop:
         peeled = peels_first_chunk(g, reductions, uniform)
         u, end = self.cfg.unroll, g.rnumel + self.vec - 1  # a walk from the boundary below covers vec - 1 more
         reps = self._wide_reps(targets, groups, uniform, peeled)
+        if reps > 1:  # a wide pass's sums fold its chunks lane by lane instead
+            groups = {r: 1 if g.nodes[r].op == Op.SUM else n for r, n in groups.items()}
         width = f"RBLOCK * {u}" if reps > 1 else "RBLOCK"
         self.out += [line for r in reductions for line in acc_init(g, r, groups[r], peeled, reps, width)]
         chunk, first = ("rwide", width) if reps > 1 else ("rbase", "RBLOCK")

@@ -157,12 +157,15 @@ def split_row_combine(
 
 
 def stats_group(g: KernelGraph, i: int, cfg: Config, aligned: bool) -> int:
-    """Looped softmax statistics: how many of a thread's contiguous elements of a chunk share one running max
-    (`acc_update`), so that a new max costs one rescale per group, not per element. A thread's elements are
-    contiguous by whole 16-byte vectors of the narrowest load feeding the statistics, when every such load is
-    contiguous along the row and rows start on vector boundaries (or are walked from them); 1 otherwise (a column
-    softmax's vectors run across its rows)."""
-    if g.nodes[i].op != Op.SOFTMAX_STATS or not (aligned or misaligned_walk(g) is None):
+    """Looped softmax statistics and float sums: how many of a thread's contiguous elements of a chunk share one
+    accumulator (`acc_update`): for the statistics one running max, so that a new max costs one rescale per group,
+    not per element; for a sum one running total, the group added up within the thread first, so that its lanes
+    take a register each group, not each element. A thread's elements are contiguous by whole 16-byte vectors of
+    the narrowest load feeding the reduction, when every such load is contiguous along the row and rows start on
+    vector boundaries (or are walked from them); 1 otherwise (a column softmax's vectors run across its rows)."""
+    n = g.nodes[i]
+    grouped = n.op == Op.SOFTMAX_STATS or (n.op == Op.SUM and g.nodes[n.args[0]].dtype.is_float)
+    if not grouped or not (aligned or misaligned_walk(g) is None):
         return 1
     loads = [g.nodes[j] for j in (*full_cone(g, i), i) if g.nodes[j].op == Op.LOAD and g.nodes[j].rank == Rank.FULL]
     if not loads or any(n.attr.r_strides != (1,) for n in loads):
@@ -192,8 +195,8 @@ def acc_init(
     g: KernelGraph, i: int, group: int = 1, peeled: bool = False, reps: int = 1, width: str = "RBLOCK"
 ) -> list[str]:
     """Looped: the [XBLOCK, RBLOCK] accumulators of reduction i ([XBLOCK, width // (reps * group)]: grouped
-    statistics over chunks of `width`, see `acc_update`; `peeled`: mean-variance's shift comes from the first chunk
-    and its count from the lanes' positions)."""
+    statistics or sums over chunks of `width`, see `acc_update`; `peeled`: mean-variance's shift comes from the
+    first chunk and its count from the lanes' positions)."""
     op, src = g.nodes[i].op, g.nodes[g.nodes[i].args[0]]
     shape = "[XBLOCK, RBLOCK]" if group == 1 else f"[XBLOCK, {width} // {reps * group}]"
     ridx = "tl.int64" if g.index_bits == 64 else "tl.int32"
@@ -241,6 +244,9 @@ def acc_update(
     if n.op == Op.SUM and reps > 1:
         tile = f"tl.broadcast_to(tl.where(mask, {v}, 0.0), [XBLOCK, {width}])"
         return lines + [f"{a} = {a} + tl.sum(tl.reshape({tile}, {wide}), 1)"]
+    if n.op == Op.SUM and group > 1:
+        tile = f"tl.broadcast_to(tl.where(mask, {v}, 0.0), [XBLOCK, {width}])"
+        return lines + [f"{a} = {a} + tl.sum(tl.reshape({tile}, [XBLOCK, {width} // {group}, {group}]), 2)"]
     if n.op == Op.SUM:
         return lines + [f"{a} = {a} + tl.where(mask, {v}, {zero})" + ("" if zero == "0.0" else ".to(tl.int64)")]
     if n.op in (Op.MAX, Op.MIN):
