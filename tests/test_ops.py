@@ -1073,17 +1073,23 @@ def test_rows_walked_from_16_byte_boundaries_match_pytorch(name, m, n, config, d
 
 @pytest.mark.parametrize(
     "config",
-    [rblock.Config("looped", 1, 128, 4, align=True), rblock.Config("looped", 2, 64, 2, align=True, unroll=2)],
+    [
+        rblock.Config("looped", 1, 128, 4, align=True),
+        rblock.Config("looped", 2, 64, 2, align=True),
+        rblock.Config("looped", 2, 64, 2, align=True, unroll=2),  # unrolled: one masked loop
+    ],
     ids=str,
 )
-@pytest.mark.parametrize("n", [257, 300, 1024], ids=str)
+@pytest.mark.parametrize(("n", "view"), [(257, False), (1001, False), (1024, True)], ids=["257", "1001", "1024-view"])
 @pytest.mark.parametrize("name", ["softmax", "cross_entropy", "var", "fused_add_rms_norm"])
-def test_walked_chunks_inside_every_row_go_unmasked(name, n, config, dtype, make):
+def test_walked_chunks_inside_every_row_go_unmasked(name, n, view, config, dtype, make):
     """A walk's chunks that lie wholly inside every row (after the first, which holds the lanes before each row's
-    start, and before the one holding its end) load, reduce and store without masks; rows of 1024 end exactly where
-    those chunks do, and each row starts at another shift from the boundary (rows one element longer in memory)."""
+    start, and before the one holding its end) load, reduce and store whole vectors without masks. Rows of 257 and
+    1001 in contiguous tensors (outputs walked too); rows of 1024 one element longer in memory, which end exactly
+    where those chunks do. Unrolled loops keep one masked loop."""
     op = OPS_BY_NAME[name]
-    inputs = op.inputs(make, make(5, n + 1, dtype=dtype)[:, 1:])
+    x = make(9, n + 1, dtype=dtype)[:, 1:] if view else make(9, n, dtype=dtype)
+    inputs = op.inputs(make, x)
     out = _run_with_config(op, inputs, config)
     expected, ref = op.torch_fn(*inputs), op.torch_fn(*upcast(inputs))
     for o, e, r in zip(*(v if isinstance(v, tuple) else (v,) for v in (out, expected, ref))):
@@ -1094,10 +1100,21 @@ def test_walked_chunks_inside_every_row_go_unmasked(name, n, config, dtype, make
     whole = src[src.index("if whole:") : src.index("else:  # a row that ends its tensor")]
     loops = whole.split("for r0_offset in ")[1:]  # each loop's text runs to the next loop
     inner = [loop for loop in loops if "(RBLOCK, " in loop.split(":")[0]]
-    assert len(inner) == len(whole.split("# pass ")) - 1  # one in each pass
+    assert len(inner) == (0 if config.unroll > 1 else len(whole.split("# pass ")) - 1)  # one in each pass
     for loop in inner:
         assert f"range(RBLOCK, {n // config.RBLOCK * config.RBLOCK}, RBLOCK" in loop
-        assert "rindex >= 0" not in loop and "rnumel + rshift" not in loop
+        assert "rindex >= 0" not in loop and "rnumel + rshift" not in loop and "~smask" not in loop
+
+
+@pytest.mark.parametrize("config", [rblock.Config("looped", 256, 2, 4), rblock.Config("looped", 128, 2, 2)], ids=str)
+@pytest.mark.parametrize("name", ["sum", "mean", "softmax", "logsumexp"])
+def test_grouped_accumulators_of_chunks_narrower_than_a_vector(name, config, make):
+    """Many short rows a program, chunks of 2: a thread's vector spans rows, so a group holds at most a chunk."""
+    x = make(512, 8)
+    ours, theirs = {**DIM_OPS, **SOFTMAX_OPS}[name]
+    with rblock.settings(config=config):
+        out = ours(x, -1)
+    torch.testing.assert_close(out, theirs(x.double(), -1).float(), rtol=1e-5, atol=1e-6)
 
 
 @pytest.mark.parametrize(

@@ -44,18 +44,18 @@ class ChunkLoop:
             self.out.append(f"# the first {'tile' if reps > 1 else 'chunk'}, before the loop: the lanes' shifts")
             self._chunk(chunk, targets, groups, peeled, first=True, reps=reps, width=width)
             self.peeled = True
-        inner = self._inner_chunks(peeled, reps)
+        inner = self._inner_chunks()
         spans = [(f"{first if peeled else 0}, {end}, {width}", u, "", False)]  # (bounds, unroll, note, inside)
         if inner is not None:  # a walk's chunks inside every row need no masks: only its first and last ones do
             spans = [
                 ("0, RBLOCK, RBLOCK", 1, "the first chunk: the lanes before each row's start masked", False),
-                (f"RBLOCK, {inner}, RBLOCK", u, "chunks inside every row: no masks", True),
+                (f"RBLOCK, {inner}, RBLOCK", 1, "chunks inside every row: no masks", True),
                 (f"{inner}, {end}, RBLOCK", 1, "the last chunks: the lanes past each row's end masked", False),
             ]
         for bounds, unroll, note, inside in spans:
             if unroll > 1 and reps == 1:
-                note = "; ".join([f"{unroll} chunks' loads in flight", *([note] if note else [])])
                 loop = f"tl.range({bounds}, loop_unroll_factor={unroll})"
+                note = f"{unroll} chunks' loads in flight"
             else:
                 loop = f"range({bounds})"
             self.out.append(f"for r0_offset in {loop}:" + (f"  # {note}" if note else ""))
@@ -67,13 +67,15 @@ class ChunkLoop:
             self.out += acc_finish(g, r, peeled)
             self.outer[(r, 0)] = f"tmp{r}"
 
-    def _inner_chunks(self, peeled: bool, reps: int) -> int | None:
-        """A walk over rows inside their tensors (`whole`): where its chunks that lie inside every row end, when
-        there is one. Its masks then hold only in the first chunk (the lanes before a row's start, less than a
-        vector, so the chunk must span one) and the last ones; in between every position is the row's, and the
-        per-element masks and selects (half the loop's instructions at cross_entropy's rows of 50257) go."""
+    def _inner_chunks(self) -> int | None:
+        """A walk over rows inside their tensors (`whole`, never peeled nor wide): where its chunks that lie inside
+        every row end, when there is one. Its masks then hold only in the first chunk (the lanes before a row's
+        start, less than a vector, so the chunk must span one) and the last ones; in between every position is the
+        row's, and the per-element masks and selects (a third of the loop's instructions at cross_entropy's rows of
+        50257) go. Not for unrolled loops: there the split ran slower on an H100 (cross_entropy (1335, 50257)'s
+        1024 x 4 unrolled twice, 65.1 and 65.4 us against 59.7 and 60.5; benchmarks/NOTES.md, thirty-first day)."""
         w = self.cfg.RBLOCK
-        if not (self.walk and self.whole) or peeled or reps > 1 or w < self.vec:
+        if not (self.walk and self.whole) or self.cfg.unroll > 1 or w < self.vec:
             return None
         inner = self.g.rnumel // w * w  # chunks wholly before the row's end, from the boundary below its start
         return inner if inner > w else None

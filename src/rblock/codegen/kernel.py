@@ -243,16 +243,14 @@ class _Body(ChunkLoop, RowLoop, Totals):
         first); `every_vector`: also `wmask`, for loads of whole vectors; `inside`: a chunk inside every row, whose
         masks are the rows' alone (constants Triton folds away when every row exists)."""
         v = self.vec
-        if inside:
-            every = ["wmask = mask"] if every_vector else []
+        if inside:  # only in programs whose rows' vectors all lie inside the tensors: every vector is whole
             return [
                 "rindex = jindex - rshift",
                 "rmask = tl.full([1, RBLOCK], True, tl.int1)",
                 *dim_vars("r", "rindex", self.g.r_sizes),
                 "mask = xmask & rmask",
-                "vmask = mask",
                 "smask = mask",
-                *every,
+                "wmask = mask",
             ]
         return [
             "rindex = jindex - rshift",
@@ -275,7 +273,7 @@ class _Body(ChunkLoop, RowLoop, Totals):
     def _r_header(self, rindex: str) -> None:
         s = self._sfx()
         if self.walk:
-            self.out += [f"jindex = {rindex}", f"jvec = jindex // {self.vec} * {self.vec}"]
+            self.out += [f"jindex = {rindex}"] + ([] if self.inside else [f"jvec = jindex // {self.vec} * {self.vec}"])
             self.out += self._walk_masks(every_vector=self.whole, inside=self.inside)
             return
         self.out.append(f"rindex{s} = {rindex}")
@@ -476,6 +474,8 @@ class _Body(ChunkLoop, RowLoop, Totals):
                 return [whole, "if (part == 0) | (part == parts - 1):", f"    {edges}"]
             if not self.looped:
                 return [whole, edges]
+            if self.inside:  # chunks inside every row hold no partial vector
+                return [whole]
             v = self.vec  # chunks within a vector of the row's ends hold its partial vectors; others need none
             return [whole, f"if (r0_offset < {v}) | (r0_offset + RBLOCK + {v} > rnumel):", f"    {edges}"]
         return [f"tl.store({self._ptr(acc.buffer)} + ({idx}), {value}, {mask}{pol})"]

@@ -163,15 +163,15 @@ def stats_group(g: KernelGraph, i: int, cfg: Config, aligned: bool) -> int:
     take a register each group, not each element. A thread's elements are contiguous by whole 16-byte vectors of
     the narrowest load feeding the reduction, when every such load is contiguous along the row and rows start on
     vector boundaries (or are walked from them); 1 otherwise (a column softmax's vectors run across its rows)."""
-    n = g.nodes[i]
-    grouped = n.op == Op.SOFTMAX_STATS or (n.op == Op.SUM and g.nodes[n.args[0]].dtype.is_float)
+    node = g.nodes[i]
+    grouped = node.op == Op.SOFTMAX_STATS or (node.op == Op.SUM and g.nodes[node.args[0]].dtype.is_float)
     if not grouped or not (aligned or misaligned_walk(g) is None):
         return 1
     loads = [g.nodes[j] for j in (*full_cone(g, i), i) if g.nodes[j].op == Op.LOAD and g.nodes[j].rank == Rank.FULL]
     if not loads or any(n.attr.r_strides != (1,) for n in loads):
         return 1
     per_thread = cfg.XBLOCK * cfg.RBLOCK // (32 * cfg.num_warps)
-    group = min([VECTOR_BYTES // n.dtype.itemsize for n in loads] + [per_thread])
+    group = min([VECTOR_BYTES // n.dtype.itemsize for n in loads] + [per_thread, cfg.RBLOCK])  # a group within a row
     return group if group >= 2 else 1
 
 
