@@ -1084,9 +1084,9 @@ def test_rows_walked_from_16_byte_boundaries_match_pytorch(name, m, n, config, d
 @pytest.mark.parametrize("name", ["softmax", "cross_entropy", "var", "fused_add_rms_norm"])
 def test_walked_chunks_inside_every_row_go_unmasked(name, n, view, config, dtype, make):
     """A walk's chunks that lie wholly inside every row (after the first, which holds the lanes before each row's
-    start, and before the one holding its end) load, reduce and store whole vectors without masks. Rows of 257 and
-    1001 in contiguous tensors (outputs walked too); rows of 1024 one element longer in memory, which end exactly
-    where those chunks do. Unrolled loops keep one masked loop."""
+    start, and before the one holding its end) load, reduce and store whole vectors with the rows' masks alone, no
+    element masks and no edge stores. Rows of 257 and 1001 in contiguous tensors (outputs walked too); rows of 1024
+    one element longer in memory, which end exactly where those chunks do. Unrolled loops keep one masked loop."""
     op = OPS_BY_NAME[name]
     x = make(9, n + 1, dtype=dtype)[:, 1:] if view else make(9, n, dtype=dtype)
     inputs = op.inputs(make, x)
@@ -1104,6 +1104,7 @@ def test_walked_chunks_inside_every_row_go_unmasked(name, n, view, config, dtype
     for loop in inner:
         assert f"range(RBLOCK, {n // config.RBLOCK * config.RBLOCK}, RBLOCK" in loop
         assert "rindex >= 0" not in loop and "rnumel + rshift" not in loop and "~smask" not in loop
+        assert "jvec" not in loop  # nothing computed per vector that only the edges need
 
 
 @pytest.mark.parametrize("config", [rblock.Config("looped", 256, 2, 4), rblock.Config("looped", 128, 2, 2)], ids=str)
