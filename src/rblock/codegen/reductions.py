@@ -171,7 +171,7 @@ def stats_group(g: KernelGraph, i: int, cfg: Config, aligned: bool) -> int:
     if not loads or any(n.attr.r_strides != (1,) for n in loads):
         return 1
     per_thread = cfg.XBLOCK * cfg.RBLOCK // (32 * cfg.num_warps)
-    group = min([VECTOR_BYTES // n.dtype.itemsize for n in loads] + [per_thread, cfg.RBLOCK])  # a group within a row
+    group = min([VECTOR_BYTES // n.dtype.itemsize for n in loads] + [per_thread, cfg.RBLOCK])  # within one chunk
     return group if group >= 2 else 1
 
 
