@@ -15,6 +15,8 @@ from pathlib import Path
 
 from rblock.bench import report
 
+POINT_CEILINGS = ("total", "point_copy_GBps", "point_read_GBps")  # kept per run where a run measured them
+
 
 def _load(part: str) -> dict:
     path, _, only = part.partition(":")
@@ -34,7 +36,8 @@ def merge(out_dir: Path, name: str, parts: list[str]) -> dict:
         for run in d.get("runs") or [d]:  # an earlier merge keeps each of its runs' ceilings
             run_ops = [op for op in run.get("ops", ops) if op in ops]
             meta["runs"].append({"copy_GBps": run["copy_GBps"], "read_GBps": run["read_GBps"], "ops": run_ops,
-                                 "providers": providers, "process_start_s": run.get("process_start_s")})  # fmt: skip
+                                 "providers": providers, "process_start_s": run.get("process_start_s"),
+                                 **{k: run[k] for k in POINT_CEILINGS if run.get(k)}})  # fmt: skip
     latest: dict[tuple, dict] = {}  # a later part's measurement of a point replaces an earlier part's
     for d in datas:
         for r in d["rows"]:

@@ -5,7 +5,9 @@ share of the run's copy or read bandwidth, the ratio to the best peer, and wheth
 
 The targets are those of issues 5 (rows up to 32K) and 6 (rows above 32K, few huge rows), for bf16 at M·N = 2^26.
 A point no run measured is listed as such, never as met. Shares use the ceilings of the run that measured the row
-(a merged file keeps every run's copy and read bandwidth under `runs`). Small batches (`rblock bench --small-batch`)
+(a merged file keeps every run's copy and read bandwidth under `runs`). Beside them, where the run measured it, the
+share of a copy or read of the points' own size (`point_copy_GBps`, `point_read_GBps`): what a kernel moving that
+many bytes reaches, timed the same way; evidence for a miss, not a target. Small batches (`rblock bench --small-batch`)
 are judged per call against torch.compile, in plain calls and in CUDA graphs alike. The tuning target (a new shape in
 3 s) is judged on each point's first call where its run timed the process's start apart (listed below the table);
 elsewhere a process's first point also paid it, and first calls are shown (marked †), not judged.
@@ -82,14 +84,18 @@ def assess(data: dict) -> list[dict]:
     out = []
     for t in targets():
         ours = rows.get((t.op, t.M, t.N, "rblock"))
-        verdict = {"target": t, "share": None, "graph_share": None, "peer": None, "vs_peer": None,
-                   "vs_compile": None, "first_call_s": None, "first_call_judged": False, "met": None}  # fmt: skip
+        verdict = {"target": t, "share": None, "graph_share": None, "point_share": None, "peer": None,
+                   "vs_peer": None, "vs_compile": None, "first_call_s": None, "first_call_judged": False,
+                   "met": None}  # fmt: skip
         if ours:
             run = _run_of(data, ours)
             verdict["first_call_s"] = ours.get("first_call_s")
             verdict["first_call_judged"] = bool(run.get("process_start_s")) and verdict["first_call_s"] is not None
             ceiling = run["copy_GBps"] if t.ceiling == "copy" else run["read_GBps"]
             verdict["share"] = 100 * ours["GBps"] / ceiling
+            point_ceiling = run.get(f"point_{t.ceiling}_GBps")  # evidence only: the targets are shares of `ceiling`
+            if point_ceiling:
+                verdict["point_share"] = 100 * ours["GBps"] / point_ceiling
             graphed = rows.get((t.op, t.M, t.N, "rblock_graph"))
             if graphed:
                 verdict["graph_share"] = 100 * graphed["GBps"] / ceiling
@@ -134,9 +140,9 @@ def _fmt(value: float | None, spec: str, suffix: str = "") -> str:
 
 def table(verdicts: list[dict]) -> str:
     lines = [
-        "| issue | op | N | M | % of ceiling (target) | in a graph | best peer | × best peer (target) | × compile "
-        f"| first call s (≤ {FIRST_CALL_S:.0f}) | met |",
-        "|---|---|---|---|---|---|---|---|---|---|---|",
+        "| issue | op | N | M | % of ceiling (target) | in a graph | % of the ceiling at the point's size | best peer "
+        f"| × best peer (target) | × compile | first call s (≤ {FIRST_CALL_S:.0f}) | met |",
+        "|---|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     for v in verdicts:
         t = v["target"]
@@ -147,7 +153,8 @@ def table(verdicts: list[dict]) -> str:
         ]
         lines.append(
             f"| {t.issue} | {t.op} | {t.N} | {t.M} | {_fmt(v['share'], '.1f')} of {t.ceiling} (≥ {t.share:.0f}) | "
-            f"{_fmt(v['graph_share'], '.1f')} | {v['peer'] or '-'} | {_fmt(v['vs_peer'], '.2f', '×')}{peer_target} | "
+            f"{_fmt(v['graph_share'], '.1f')} | {_fmt(v['point_share'], '.1f')} | {v['peer'] or '-'} | "
+            f"{_fmt(v['vs_peer'], '.2f', '×')}{peer_target} | "
             f"{_fmt(v['vs_compile'], '.2f', '×')}{compile_target} | {_fmt(v['first_call_s'], '.1f')}"
             f"{'' if v['first_call_judged'] or v['first_call_s'] is None else ' †'} | {met} |"
         )

@@ -103,7 +103,10 @@ def test_json_has_the_layout(tmp_path, rows):
     }
     path = report.write_json(tmp_path / "bench.json", {**meta, "ignored": 1}, report.add_speedups(rows))
     data = json.loads(path.read_text())
-    assert list(data) == ["device", "torch", "triton", "rblock", "copy_GBps", "read_GBps", "process_start_s", "rows"]
+    assert list(data) == [
+        "device", "torch", "triton", "rblock", "copy_GBps", "read_GBps", "total", "point_copy_GBps", "point_read_GBps",
+        "process_start_s", "rows",
+    ]  # fmt: skip
     assert data["process_start_s"] == {"rblock": 4.5, "compile": None}
     assert data["copy_GBps"] == 4000.0 and data["device"] == "H200"
     assert len(data["rows"]) == len(rows)
@@ -381,14 +384,23 @@ def test_process_start_times_each_providers_first_call():
 
 
 def test_merged_results_keep_each_runs_process_start(tmp_path, rows):
-    """A merge keeps each run's process start with its run, and none at the top as if it were every run's."""
+    """A merge keeps each run's process start and ceilings at the points' size with its run, and no process start at
+    the top as if it were every run's."""
     merge_results = _script("merge_results")
     parts = []
     for i, started in enumerate(({"rblock": 5.0}, {"rblock": 4.0, "compile": None})):
         meta = {"device": "H200", "copy_GBps": 4000.0 + i, "read_GBps": 3800.0, "process_start_s": started}
+        if i:
+            meta |= {"total": 2**26, "point_copy_GBps": 3700.0, "point_read_GBps": 3300.0}
         parts.append(str(report.write_json(tmp_path / f"part{i}.json", meta, rows)))
     merged = merge_results.merge(tmp_path, "merged", parts)
     assert [run["process_start_s"] for run in merged["runs"]] == [{"rblock": 5.0}, {"rblock": 4.0, "compile": None}]
+    assert "point_copy_GBps" not in merged["runs"][0]  # not measured there: not written as None
+    assert {k: merged["runs"][1][k] for k in ("total", "point_copy_GBps", "point_read_GBps")} == {
+        "total": 2**26,
+        "point_copy_GBps": 3700.0,
+        "point_read_GBps": 3300.0,
+    }
     assert json.loads((tmp_path / "merged.json").read_text())["process_start_s"] is None
 
 
@@ -438,7 +450,8 @@ def test_targets_judge_each_point_against_its_own_runs_ceilings():
                 "ops": ["rms_norm"],
                 "process_start_s": {"rblock": 7.4, "liger": None},
             },  # fmt: skip
-            {"copy_GBps": 4200.0, "read_GBps": 3000.0},  # a run that timed no process start
+            # a run that timed no process start, with its ceilings at the points' size
+            {"copy_GBps": 4200.0, "read_GBps": 3000.0, "total": 2**26, "point_copy_GBps": 3900.0},
         ],
         "rows": [
             row("rms_norm", 4096, "rblock", 70.0, 4000.0),  # 3835 GB/s: 95.9% of 4000
@@ -462,6 +475,8 @@ def test_targets_judge_each_point_against_its_own_runs_ceilings():
     assert ok["met"] and ok["share"] == pytest.approx(95.87, abs=0.01) and ok["peer"] == "compile"
     assert ok["vs_peer"] == pytest.approx(71 / 70) and ok["first_call_s"] == 1.0
     assert verdicts[("rms_norm", 8192)]["met"] is False and verdicts[("rms_norm", 8192)]["share"] < 92
+    assert verdicts[("rms_norm", 8192)]["point_share"] == pytest.approx(100 * 4 * 2**26 / 70e3 / 3900)
+    assert ok["point_share"] is None  # its run measured no ceiling at the points' size
     assert verdicts[("rms_norm", 2048)]["met"] is False and verdicts[("rms_norm", 2048)]["vs_peer"] < 1
     assert verdicts[("softmax", 4096)]["met"] is False and verdicts[("softmax", 4096)]["vs_compile"] > 1.1
     assert verdicts[("sum", 16777216)]["met"] and verdicts[("sum", 16777216)]["share"] > 100
@@ -472,6 +487,7 @@ def test_targets_judge_each_point_against_its_own_runs_ceilings():
     assert not verdicts[("softmax", 8192)]["first_call_judged"] and verdicts[("softmax", 8192)]["met"] is True
     text = targets.table(list(verdicts.values()))
     assert "3 met, 4 missed," in text and "| 6 | sum | 16777216 | 4 |" in text
+    assert "| 91.3 of copy (≥ 92) | - | 98.3 |" in text
     assert "| 3.5 | **no** |" in text and "| 3.5 † | yes |" in text
     assert "| 5 | rms_norm | 16384 | 4096 |" in text and "peers not measured" in text
     assert targets.process_starts(data).splitlines()[1:] == ["- the run of rms_norm: rblock 7.4 s, liger -"]

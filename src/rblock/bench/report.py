@@ -8,7 +8,18 @@ import json
 from pathlib import Path
 
 ROW_KEYS = ("op", "M", "N", "dtype", "provider", "median_us", "GBps", "pct_of_copy", "correct", "first_call_s")
-META_KEYS = ("device", "torch", "triton", "rblock", "copy_GBps", "read_GBps", "process_start_s")
+META_KEYS = (
+    "device",
+    "torch",
+    "triton",
+    "rblock",
+    "copy_GBps",
+    "read_GBps",
+    "total",  # elements per input of each point
+    "point_copy_GBps",  # a copy and a read of `total` elements, timed as the ceilings are
+    "point_read_GBps",
+    "process_start_s",
+)
 COLUMNS = ("op", "N", "M", "provider", "median_us", "GB/s", "% of copy", "rblock speedup", "first call s", "correct")
 
 
