@@ -105,7 +105,7 @@ def test_json_has_the_layout(tmp_path, rows):
     data = json.loads(path.read_text())
     assert list(data) == [
         "device", "torch", "triton", "rblock", "copy_GBps", "read_GBps", "total", "point_copy_GBps", "point_read_GBps",
-        "process_start_s", "rows",
+        "flush_us", "process_start_s", "rows",
     ]  # fmt: skip
     assert data["process_start_s"] == {"rblock": 4.5, "compile": None}
     assert data["copy_GBps"] == 4000.0 and data["device"] == "H200"
@@ -304,6 +304,7 @@ def cpu_harness(monkeypatch):
     monkeypatch.setattr(torch.cuda, "synchronize", lambda: None)
     monkeypatch.setattr(torch.cuda, "empty_cache", lambda: None)
     monkeypatch.setattr(harness, "_bench_ms", lambda fn: 0.5)
+    monkeypatch.setattr(harness, "host_us", lambda fn: 12.5)
 
 
 @pytest.mark.usefixtures("cpu_harness")
@@ -344,12 +345,28 @@ def test_run_points_records_rows_errors_and_missing_ops(capsys):
     assert ok["correct"] and ok["median_us"] == 500.0 and ok["GBps"] == pytest.approx(2.0) and ok["tag"] == 1
     assert ok["pct_of_copy"] == pytest.approx(0.1) and ok["first_call_s"] >= 0
     assert list(ok)[:10] == list(report.ROW_KEYS)
+    assert ok["host_us"] == 12.5  # the host's time per call, beside the plain time it may hide in
     broken = by[("softmax", "broken")]
     assert not broken["correct"] and broken["median_us"] is None and broken["error"] == "RuntimeError: kernel failed"
+    assert "host_us" not in broken
     sloppy = by[("softmax", "sloppy")]
     assert not sloppy["correct"] and sloppy["median_us"] == 500.0 and sloppy["max_rel_err"] == pytest.approx(0.5)
     assert ("sum_dim0", "softmax_only") not in by and by[("sum_dim0", "eager")]["correct"]
     assert "softmax_only has no sum_dim0" in capsys.readouterr().out
+
+
+def test_host_time_counts_calls_enqueued_without_a_sync(monkeypatch):
+    """The host's time per call: each call's own seconds, averaged over the calls, syncing only around them."""
+    events = []
+    monkeypatch.setattr(torch.cuda, "synchronize", lambda: events.append("sync"))
+    monkeypatch.setattr(harness.time, "perf_counter", lambda: len(events) * 1e-6)  # 1 us per event so far
+
+    def call():
+        events.append("call")
+
+    us = harness.host_us(call, calls=10)
+    assert events == ["sync"] + ["call"] * 10 + ["sync"]
+    assert us == pytest.approx(1.0)
 
 
 @pytest.mark.usefixtures("cpu_harness")

@@ -37,6 +37,35 @@ def _bench_ms(fn: Callable[[], object]) -> float:
     return do_bench(fn, warmup=25, rep=100, return_mode="median")
 
 
+def host_us(fn: Callable[[], object], calls: int = 50) -> float:
+    """The host's time per call: `calls` calls enqueued without a sync, few enough that the launch queue never
+    fills and holds the host back. A plain row's `do_bench` time includes the host's wherever the host's time per
+    iteration (this, the flush's launch and two events) exceeds the GPU's (the flush, `flush_us`, and the call)."""
+    torch.cuda.synchronize()
+    start = time.perf_counter()
+    for _ in range(calls):
+        fn()
+    seconds = time.perf_counter() - start
+    torch.cuda.synchronize()
+    return seconds / calls * 1e6
+
+
+def flush_us() -> float:
+    """The GPU's time for `do_bench`'s L2 flush (Triton's zeroing of its 256 MB buffer), median of 20."""
+    from triton.runtime import driver
+
+    cache = driver.active.get_empty_cache_for_benchmark()
+    times = []
+    for _ in range(20):
+        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        start.record()
+        driver.active.clear_cache(cache)
+        end.record()
+        torch.cuda.synchronize()
+        times.append(start.elapsed_time(end) * 1e3)
+    return sorted(times)[10]
+
+
 def per_call_ms(fn: Callable[[], object], calls: int = 200) -> float:
     """Small batches: the time per call of back-to-back calls (no cache flush between them), so host overhead
     counts when it exceeds the kernel's time, as it does for a user calling in a loop. Median of 5 runs."""
@@ -139,6 +168,8 @@ def measure(
             row["max_rel_err"] = err
             row["correct"] = err <= TOLERANCE[point.dtype]
             ms = (per_call_ms(fn) if back_to_back else _bench_ms(fn)) / calls
+            if not (graph or back_to_back):
+                row["host_us"] = host_us(fn)
     except Exception as e:  # noqa: BLE001 -- one failing point must not end the sweep
         row["error"] = f"{type(e).__name__}: {e}"[:500]
         return row
@@ -278,10 +309,12 @@ def _run(args: argparse.Namespace, sweep: Sweep) -> int:
             # many bytes reaches, beside the ceilings the targets are shares of
             meta["total"] = sweep.total
             meta["point_copy_GBps"], meta["point_read_GBps"] = bandwidths(sweep.total)
+            meta["flush_us"] = flush_us()
             _free()
             print(
                 f"copy {meta['copy_GBps']:.0f} GB/s, read {meta['read_GBps']:.0f} GB/s; of {sweep.total} elements, "
-                f"copy {meta['point_copy_GBps']:.0f} GB/s, read {meta['point_read_GBps']:.0f} GB/s",
+                f"copy {meta['point_copy_GBps']:.0f} GB/s, read {meta['point_read_GBps']:.0f} GB/s; "
+                f"do_bench's flush {meta['flush_us']:.1f} us",
                 flush=True,
             )
             meta["process_start_s"] = process_start(sweep.ops, sweep.dtype, providers)

@@ -18,6 +18,7 @@ META_KEYS = (
     "total",  # elements per input of each point
     "point_copy_GBps",  # a copy and a read of `total` elements, timed as the ceilings are
     "point_read_GBps",
+    "flush_us",  # the GPU's time for do_bench's L2 flush, which hides the host's time of a plain row's call
     "process_start_s",
 )
 COLUMNS = ("op", "N", "M", "provider", "median_us", "GB/s", "% of copy", "rblock speedup", "first call s", "correct")
