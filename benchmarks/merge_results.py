@@ -15,7 +15,7 @@ from pathlib import Path
 
 from rblock.bench import report
 
-POINT_CEILINGS = ("total", "point_copy_GBps", "point_read_GBps")  # kept per run where a run measured them
+PER_RUN = ("total", "point_copy_GBps", "point_read_GBps", "flush_us")  # kept with their run where it measured them
 
 
 def _load(part: str) -> dict:
@@ -28,7 +28,7 @@ def _load(part: str) -> dict:
 
 def merge(out_dir: Path, name: str, parts: list[str]) -> dict:
     datas = [_load(p) for p in parts]
-    meta = {k: v for k, v in datas[0].items() if k not in ("rows", "runs", "process_start_s")}  # per run, below
+    meta = {k: v for k, v in datas[0].items() if k not in ("rows", "runs", "process_start_s", *PER_RUN)}  # per run
     meta["runs"] = []
     for d in datas:
         providers = sorted({r["provider"] for r in d["rows"]})
@@ -37,7 +37,7 @@ def merge(out_dir: Path, name: str, parts: list[str]) -> dict:
             run_ops = [op for op in run.get("ops", ops) if op in ops]
             meta["runs"].append({"copy_GBps": run["copy_GBps"], "read_GBps": run["read_GBps"], "ops": run_ops,
                                  "providers": providers, "process_start_s": run.get("process_start_s"),
-                                 **{k: run[k] for k in POINT_CEILINGS if run.get(k)}})  # fmt: skip
+                                 **{k: run[k] for k in PER_RUN if run.get(k)}})  # fmt: skip
     latest: dict[tuple, dict] = {}  # a later part's measurement of a point replaces an earlier part's
     for d in datas:
         for r in d["rows"]:

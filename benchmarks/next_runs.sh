@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The runs listed under "Next GPU runs" in benchmarks/NOTES.md, as steps of one script, each step bounded in time so
 # that one call of at most 600 s brings back what it measured (every bench process is stopped with SIGTERM, which
-# still writes its rows). From the repository root of the GPU machine, results under $OUT:
+# still writes its rows; a step with under 20 s left is skipped). From the repository root of the GPU machine, results
+# under $OUT:
 #   OUT=/path bash benchmarks/next_runs.sh STEP
 # Steps:
 #   sweep   rblock alone at every point of the targets, each op group in a process of its own; cross_entropy timed
@@ -10,8 +11,8 @@
 #   probes  cross_entropy's timed call traced, host time, back to back, flush kinds, trials where the H200 and the
 #           H100 disagree, small batches (runs 0, 2, 4, 5)
 #   walk_ab cross_entropy and fused_add_rms_norm at 50257 against 26d1ae4, and fused_add's walked form forced at
-#           other warp counts and register caps (run 9); first: rm -rf .base && mkdir .base &&
-#           git archive 26d1ae4 src | tar -x -C .base
+#           other warp counts and register caps (run 9); needs .base (git-ignored: extract it where the run starts
+#           from, and carry it): rm -rf .base && mkdir .base && git archive 26d1ae4 src | tar -x -C .base
 #   auto    sweep on an H200, walk_ab on any other GPU
 # Liger's wheel goes in .whl/ (see run_h200.sh).
 set -u
@@ -25,46 +26,53 @@ if [ "$step" = auto ]; then
     echo "auto: $step"
 fi
 t0=$SECONDS
-left() { echo $(($1 - (SECONDS - t0))); }
-# bench NAME SECONDS FLAGS...: one `rblock bench` process
-bench() {
-    local name=$1 limit=$2
-    shift 2
-    OUT=$OUT/bench timeout -s TERM "$limit" bash benchmarks/run_h200.sh --name "$name" "$@" > "$OUT/$name.log" 2>&1
+left() { echo $(($1 - (SECONDS - t0))); }  # seconds from now until $1 s into the step
+# run NAME SECONDS LOG COMMAND...: one bounded process (SIGTERM at the limit, SIGKILL 5 s later)
+run() {
+    local name=$1 limit=$2 log=$3
+    shift 3
+    if [ "$limit" -lt 20 ]; then
+        echo "$name: skipped, $limit s left"
+        return
+    fi
+    PYTHONUNBUFFERED=1 timeout -k 5 -s TERM "$limit" "$@" > "$log" 2>&1
     echo "$name: rc $? at $((SECONDS - t0)) s"
 }
-# probe NAME SECONDS SCRIPT ARGS...: one script of benchmarks/, in fresh caches
+# bench NAME SECONDS FLAGS...: one `rblock bench` process
+bench() {
+    OUT=$OUT/bench run "$1" "$2" "$OUT/$1.log" bash benchmarks/run_h200.sh --name "$1" "${@:3}"
+}
+# probe NAME SECONDS SCRIPT ARGS...: one script of benchmarks/, in fresh rblock and Triton caches
 probe() {
-    local name=$1 limit=$2
-    shift 2
-    RBLOCK_CACHE_DIR=$(mktemp -d) PYTHONPATH=$PWD/src timeout -s TERM "$limit" python3 "$@" > "$OUT/$name.txt" 2>&1
-    echo "$name: rc $? at $((SECONDS - t0)) s"
+    local cache
+    cache=$(mktemp -d)
+    RBLOCK_CACHE_DIR=$cache TRITON_CACHE_DIR=$cache/triton PYTHONPATH=$PWD/src run "$1" "$2" "$OUT/$1.txt" python3 "${@:3}"
 }
 UP_TO_32K=1024,2048,3000,4096,5120,6144,8192,12288,16384,24576,32768
 PEERS=rblock,compile,compile_max,liger
 
 case $step in
 sweep)
-    probe ceilings 60 benchmarks/ceilings.py
-    bench rows 160 --providers rblock --ops rms_norm,fused_add_rms_norm,softmax,log_softmax --ns $UP_TO_32K
-    bench rows2 135 --providers rblock --ops layer_norm,sum,var,sum_dim0 --ns $UP_TO_32K
+    probe ceilings 40 benchmarks/ceilings.py
+    bench rows 150 --providers rblock --ops rms_norm,fused_add_rms_norm,softmax,log_softmax --ns $UP_TO_32K
+    bench rows2 125 --providers rblock --ops layer_norm,sum,var,sum_dim0 --ns $UP_TO_32K
     cache=$(mktemp -d)
     (
         export RBLOCK_CACHE_DIR=$cache TRITON_CACHE_DIR=$cache/triton
-        bench ce 110 --providers rblock --graphs --keep-cache --ops cross_entropy \
+        bench ce 100 --providers rblock --graphs --keep-cache --ops cross_entropy \
             --ns 4096,8192,16384,32768,50257,65536,128256,131072,151936,256000,262144
-        bench ce_again 40 --providers rblock --graphs --keep-cache --ops cross_entropy --ns 4096,8192,16384,32768
+        bench ce_again 35 --providers rblock --graphs --keep-cache --ops cross_entropy --ns 4096,8192,16384,32768
     )
-    bench big 80 --providers rblock --ops rms_norm,layer_norm,softmax,log_softmax,fused_add_rms_norm \
+    bench big 70 --providers rblock --ops rms_norm,layer_norm,softmax,log_softmax,fused_add_rms_norm \
         --ns 65536,131072,262144
-    bench few "$(left 580)" --providers rblock --graphs --ops sum,var --ns 4194304,16777216
+    bench few "$(left 575)" --providers rblock --graphs --ops sum,var --ns 4194304,16777216
     ;;
 peers)
     bench peers_rms 190 --providers $PEERS --ops rms_norm --ns $UP_TO_32K
     bench peers_fa 150 --providers $PEERS --ops fused_add_rms_norm --ns $UP_TO_32K
     bench peers_short 120 --providers $PEERS --ops softmax,log_softmax,layer_norm --ns 1024,2048
-    bench peers_sum "$(left 530)" --providers $PEERS --ops sum --ns 6144,8192,12288,16384,24576,32768
-    probe trials_1536 "$(left 585)" benchmarks/trials.py "$OUT/trials_1536" --ops rms_norm,fused_add_rms_norm \
+    bench peers_sum "$(left 525)" --providers $PEERS --ops sum --ns 6144,8192,12288,16384,24576,32768
+    probe trials_1536 "$(left 575)" benchmarks/trials.py "$OUT/trials_1536" --ops rms_norm,fused_add_rms_norm \
         --ns 1536,2048
     ;;
 probes)
@@ -77,14 +85,13 @@ probes)
     for i in 1 2 3; do
         probe trials_var$i 25 benchmarks/trials.py "$OUT/trials_var$i" --ops var --ns 2048
     done
-    bench small "$(left 585)" --providers rblock --ops rms_norm --ns 4096 --small-batch
+    bench small "$(left 575)" --providers rblock --ops rms_norm --ns 4096 --small-batch
     ;;
 walk_ab)
-    probe ceilings 60 benchmarks/ceilings.py
-    OUT=$OUT/ab timeout -s TERM 400 bash benchmarks/ab_trials.sh --ops cross_entropy,fused_add_rms_norm --ns 50257 \
-        > "$OUT/ab.txt" 2>&1
-    echo "ab: rc $? at $((SECONDS - t0)) s"
-    probe fa_forms "$(left 585)" benchmarks/trials.py "$OUT/fa_forms" --ops fused_add_rms_norm --ns 50257 --configs \
+    [ -d .base/src ] || { echo "walk_ab needs .base/src (see above)" >&2; exit 2; }
+    probe ceilings 40 benchmarks/ceilings.py
+    OUT=$OUT/ab run ab 380 "$OUT/ab.txt" bash benchmarks/ab_trials.sh --ops cross_entropy,fused_add_rms_norm --ns 50257
+    probe fa_forms "$(left 575)" benchmarks/trials.py "$OUT/fa_forms" --ops fused_add_rms_norm --ns 50257 --configs \
         '[{"kind": "looped", "XBLOCK": 1, "RBLOCK": 4096, "num_warps": 8, "align": true},
           {"kind": "looped", "XBLOCK": 1, "RBLOCK": 4096, "num_warps": 16, "align": true, "maxnreg": 64},
           {"kind": "looped", "XBLOCK": 1, "RBLOCK": 2048, "num_warps": 8, "align": true}]'

@@ -6,8 +6,8 @@ share of the run's copy or read bandwidth, the ratio to the best peer, and wheth
 The targets are those of issues 5 (rows up to 32K) and 6 (rows above 32K, few huge rows), for bf16 at M·N = 2^26.
 A point no run measured is listed as such, never as met. Shares use the ceilings of the run that measured the row
 (a merged file keeps every run's copy and read bandwidth under `runs`). Beside them, where the run measured it, the
-share of a copy or read of the points' own size (`point_copy_GBps`, `point_read_GBps`): what a kernel moving that
-many bytes reaches, timed the same way; evidence for a miss, not a target. Small batches (`rblock bench --small-batch`)
+share of a bf16 copy or read of `total` elements, one input of a point (`point_copy_GBps`, `point_read_GBps`), timed
+the same way; evidence for a miss, not a target. Small batches (`rblock bench --small-batch`)
 are judged per call against torch.compile, in plain calls and in CUDA graphs alike. The tuning target (a new shape in
 3 s) is judged on each point's first call where its run timed the process's start apart (listed below the table);
 elsewhere a process's first point also paid it, and first calls are shown (marked †), not judged.

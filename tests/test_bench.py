@@ -304,7 +304,7 @@ def cpu_harness(monkeypatch):
     monkeypatch.setattr(torch.cuda, "synchronize", lambda: None)
     monkeypatch.setattr(torch.cuda, "empty_cache", lambda: None)
     monkeypatch.setattr(harness, "_bench_ms", lambda fn: 0.5)
-    monkeypatch.setattr(harness, "host_us", lambda fn: 12.5)
+    monkeypatch.setattr(harness, "host_call_us", lambda fn: 12.5)
 
 
 @pytest.mark.usefixtures("cpu_harness")
@@ -355,6 +355,26 @@ def test_run_points_records_rows_errors_and_missing_ops(capsys):
     assert "softmax_only has no sum_dim0" in capsys.readouterr().out
 
 
+@pytest.mark.usefixtures("cpu_harness")
+def test_host_time_rides_on_plain_rows_alone(monkeypatch):
+    """Graph replays and back-to-back rows carry no host time (none hides in them); a plain row whose host timing
+    fails keeps its time and its verdict."""
+    monkeypatch.setattr(harness, "graphed", lambda fn, calls=1: (fn, fn()))
+    monkeypatch.setattr(harness, "per_call_ms", lambda fn: 0.01)
+    point = harness.make_point("softmax", 4, 32, "fp32")
+    eager = prov.Provider("eager", lambda op, inputs: lambda: prov.EAGER[op](*inputs))
+    assert harness.measure(point, eager, 2000.0)["host_us"] == 12.5
+    for row in (harness.measure(point, eager, 2000.0, graph=True), harness.measure(point, eager, 2000.0, True, True)):
+        assert row["correct"] and row["median_us"] and "host_us" not in row
+
+    def failing(fn):
+        raise RuntimeError("no timer")
+
+    monkeypatch.setattr(harness, "host_call_us", failing)
+    row = harness.measure(point, eager, 2000.0)
+    assert row["correct"] and row["median_us"] == 500.0 and "host_us" not in row and "error" not in row
+
+
 def test_host_time_counts_calls_enqueued_without_a_sync(monkeypatch):
     """The host's time per call: each call's own seconds, averaged over the calls, syncing only around them."""
     events = []
@@ -364,7 +384,7 @@ def test_host_time_counts_calls_enqueued_without_a_sync(monkeypatch):
     def call():
         events.append("call")
 
-    us = harness.host_us(call, calls=10)
+    us = harness.host_call_us(call, calls=10)
     assert events == ["sync"] + ["call"] * 10 + ["sync"]
     assert us == pytest.approx(1.0)
 
@@ -401,24 +421,30 @@ def test_process_start_times_each_providers_first_call():
 
 
 def test_merged_results_keep_each_runs_process_start(tmp_path, rows):
-    """A merge keeps each run's process start and ceilings at the points' size with its run, and no process start at
-    the top as if it were every run's."""
+    """A merge keeps each run's process start, ceilings at the points' size and flush time with its run, and none of
+    them at the top as if it were every run's."""
     merge_results = _script("merge_results")
+    per_run = ("total", "point_copy_GBps", "point_read_GBps", "flush_us")
     parts = []
-    for i, started in enumerate(({"rblock": 5.0}, {"rblock": 4.0, "compile": None})):
+    for i, started in enumerate(({"rblock": 5.0}, {"rblock": 4.0, "compile": None}, {"rblock": 6.0})):
         meta = {"device": "H200", "copy_GBps": 4000.0 + i, "read_GBps": 3800.0, "process_start_s": started}
-        if i:
-            meta |= {"total": 2**26, "point_copy_GBps": 3700.0, "point_read_GBps": 3300.0}
+        if i < 2:  # the third run measured none of them
+            meta |= dict(zip(per_run, (2**26, 3700.0 + i, 3300.0 + i, 60.0 + i)))
         parts.append(str(report.write_json(tmp_path / f"part{i}.json", meta, rows)))
     merged = merge_results.merge(tmp_path, "merged", parts)
-    assert [run["process_start_s"] for run in merged["runs"]] == [{"rblock": 5.0}, {"rblock": 4.0, "compile": None}]
-    assert "point_copy_GBps" not in merged["runs"][0]  # not measured there: not written as None
-    assert {k: merged["runs"][1][k] for k in ("total", "point_copy_GBps", "point_read_GBps")} == {
-        "total": 2**26,
-        "point_copy_GBps": 3700.0,
-        "point_read_GBps": 3300.0,
-    }
-    assert json.loads((tmp_path / "merged.json").read_text())["process_start_s"] is None
+    assert [run["process_start_s"] for run in merged["runs"]] == [
+        {"rblock": 5.0},
+        {"rblock": 4.0, "compile": None},
+        {"rblock": 6.0},
+    ]
+    assert [[run.get(k) for k in per_run] for run in merged["runs"]] == [
+        [2**26, 3700.0, 3300.0, 60.0],
+        [2**26, 3701.0, 3301.0, 61.0],
+        [None] * 4,
+    ]
+    assert not set(per_run) & set(merged["runs"][2])  # not measured there: not written as None
+    top = json.loads((tmp_path / "merged.json").read_text())
+    assert [top[k] for k in ("process_start_s", *per_run)] == [None] * 5
 
 
 @pytest.mark.usefixtures("cpu_harness")
