@@ -2,13 +2,17 @@
 
 from __future__ import annotations
 
+import random
 import warnings
 
+import pytest
 import torch
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import rblock
+from rblock.ops.registry import OPS as REGISTRY
+from rblock.ops.registry import max_rel_error
 
 OPS = {
     "sum": (lambda x, d: rblock.sum(x, d), lambda x, d: torch.sum(x, d)),
@@ -53,3 +57,51 @@ def test_reductions_over_any_layout_match_pytorch(p):
         ref = theirs(x.double(), p["dim"])
     assert out.shape == ref.shape
     torch.testing.assert_close(out.double(), ref, rtol=1e-4, atol=1e-4, equal_nan=True)  # var of one element: nan
+
+
+# Forced looped forms on the registry's ops (their float64 reference, inputs of the benchmarks' kind): cases drawn
+# once from a seeded generator, so that every run covers the same walks. A walk's inner chunks run in programs
+# before the one holding the last row, in rows of several chunks: most cases have both.
+MAX_REL_ERROR = {torch.bfloat16: 2e-2, torch.float32: 1e-4}  # max |out - ref| / max |ref|
+
+
+def _forced_loop_cases(count: int) -> list[dict]:
+    rng = random.Random(2026)
+    cases = []
+    for k in range(count):
+        width = rng.choice([8, 16, 64, 256])
+        cases.append(
+            {
+                "op": rng.choice(sorted(REGISTRY)),
+                "m": rng.choice([1, 2, 3, 5, 8]),
+                "n": rng.randint(2 * width, 6 * width) if k % 4 else rng.randint(1, 1100),
+                "dtype": rng.choice([torch.bfloat16, torch.float32]),
+                "offset": rng.choice([0, 0, 1, 3, 5, 8]),  # elements of storage before the first row
+                "config": rblock.Config(
+                    "looped",
+                    XBLOCK=rng.choice([1, 2, 4]),
+                    RBLOCK=width,
+                    num_warps=rng.choice([1, 2, 4]),
+                    unroll=rng.choice([1, 1, 2, 4]),
+                    align=rng.random() < 0.75,
+                ),
+                "seed": rng.randrange(2**16),
+            }
+        )
+    return cases
+
+
+@pytest.mark.parametrize("p", _forced_loop_cases(48), ids=lambda p: f"{p['op']}-{p['m']}x{p['n']}-{p['config']}")
+def test_forced_loops_over_rows_of_any_length_and_start_match_float64(p):
+    """Walked loops (rows off 16-byte boundaries, read from the boundary below), their chunks inside every row
+    without masks, unrolled chunks, several rows a program and sums grouped by a thread's vectors: forced on
+    contiguous rows of any length starting anywhere in their storage."""
+    torch.manual_seed(p["seed"])
+    spec = REGISTRY[p["op"]]
+    x, *rest = spec.make_inputs(p["m"], p["n"], p["dtype"], "cpu")
+    storage = torch.randn(x.numel() + p["offset"]).to(p["dtype"])
+    x = storage[p["offset"] :].view(x.shape).copy_(x)
+    with rblock.settings(config=p["config"], tune=False):
+        out = spec.run([x, *rest], -1)
+    err = max_rel_error(out, spec.reference([x, *rest], -1))
+    assert err <= MAX_REL_ERROR[p["dtype"]], f"max relative error {err:.2e}"
