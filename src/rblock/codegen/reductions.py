@@ -231,7 +231,8 @@ def acc_update(
     fused multiply-add per element, and no cancellation while a lane's elements lie near each other. `peeled`
     (`peels_first_chunk`): the `first` chunk sets the shifts, the others fold without selecting them or counting.
     Softmax statistics in `group`s (`stats_group`): each group's max, then one rescale of its running sum and an
-    exp, a multiply-add and an add per element. With `reps` > 1 a group is a thread's `reps` vectors of `group`
+    exp, a multiply-add and an add per element. Float sums in `group`s: each group's total, added within the thread,
+    then one add to its lane. With `reps` > 1 a group is a thread's `reps` vectors of `group`
     elements in a chunk of `width` (viewed as [XBLOCK, reps, threads, group], Triton's layout of a row tile), so
     the group's max waits on all of them: their loads go out together. Sums and mean-variance with `reps` > 1 take
     a tile of `reps` chunks and add its chunks lane by lane (within each thread) before the accumulators do, which
@@ -241,12 +242,10 @@ def acc_update(
     zero = "0.0" if g.nodes[n.args[0]].dtype.is_float else "0"
     lines = [f"# ir %{i}: {n.op.name.lower()} %{n.args[0]}"]
     wide = f"[XBLOCK, {reps}, {width} // {reps}]"  # sums over a tile of `reps` chunks: [XBLOCK, chunk, lane]
-    if n.op == Op.SUM and reps > 1:
+    if n.op == Op.SUM and (reps > 1 or group > 1):  # added within each thread first: a tile's chunks, or groups
         tile = f"tl.broadcast_to(tl.where(mask, {v}, 0.0), [XBLOCK, {width}])"
-        return lines + [f"{a} = {a} + tl.sum(tl.reshape({tile}, {wide}), 1)"]
-    if n.op == Op.SUM and group > 1:
-        tile = f"tl.broadcast_to(tl.where(mask, {v}, 0.0), [XBLOCK, {width}])"
-        return lines + [f"{a} = {a} + tl.sum(tl.reshape({tile}, [XBLOCK, {width} // {group}, {group}]), 2)"]
+        shape, axis = (wide, 1) if reps > 1 else (f"[XBLOCK, {width} // {group}, {group}]", 2)
+        return lines + [f"{a} = {a} + tl.sum(tl.reshape({tile}, {shape}), {axis})"]
     if n.op == Op.SUM:
         return lines + [f"{a} = {a} + tl.where(mask, {v}, {zero})" + ("" if zero == "0.0" else ".to(tl.int64)")]
     if n.op in (Op.MAX, Op.MIN):
