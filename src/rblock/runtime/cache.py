@@ -1,18 +1,16 @@
-"""On-disk cache of tuning winners. One JSON file per key; atomic writes; corrupt files are ignored with a warning."""
+"""On-disk cache of tuning winners. One JSON file per key; atomic writes; a damaged entry is a miss (warned once)."""
 
 from __future__ import annotations
 
 import hashlib
 import json
-import warnings
 from dataclasses import asdict, dataclass
 
 import torch
 import triton
 
 from rblock.plan.config import Config
-from rblock.runtime.loader import atomic_write
-from rblock.settings import cache_dir
+from rblock.runtime import disk
 
 CACHE_VERSION = 1
 
@@ -34,26 +32,27 @@ class TuneKey:
 
 
 def _path(key: TuneKey):
-    return cache_dir() / "tuning" / f"{key.digest()}.json"
+    return disk.folder("tuning") / f"{key.digest()}.json"
 
 
 def lookup(key: TuneKey) -> tuple[Config, dict] | None:
     path = _path(key)
+    text = disk.read_text(path)
+    if text is None:
+        return None
     try:
-        data = json.loads(path.read_text())
+        data = json.loads(text)
         if data["key"] != asdict(key):
             raise ValueError("key mismatch")
         return Config(**data["config"]), data
-    except FileNotFoundError:
-        return None
     except Exception as e:  # a damaged entry must never break a call: re-tune and overwrite it
-        warnings.warn(
+        disk.warn_once(
+            f"read {path}",
             f"rblock: ignoring unreadable tuning cache entry {path} ({e}); set RBLOCK_CACHE_DIR to move the cache",
-            stacklevel=2,
         )
         return None
 
 
 def store(key: TuneKey, config: Config, timings: list[dict]) -> None:
     data = {"key": asdict(key), "config": asdict(config), "timings": timings}
-    atomic_write(_path(key), json.dumps(data, indent=1, sort_keys=True))
+    disk.write_text(_path(key), json.dumps(data, indent=1, sort_keys=True))

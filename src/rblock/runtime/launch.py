@@ -16,6 +16,10 @@ from rblock.errors import SyncTimeout
 from rblock.runtime import device, workers
 from rblock.runtime.loader import load
 
+# Triton's interpreter swaps triton.language's functions for its own while a kernel runs and swaps them back after,
+# so two kernels interpreted at once on two threads break each other: they run one at a time
+_INTERPRETER = threading.Lock()
+
 
 def _aligned(buffers: list[torch.Tensor]) -> bool:
     for b in buffers:
@@ -48,6 +52,11 @@ def launch(stage: Stage, buffers: list[torch.Tensor]) -> None:
             ck.run(grid, 1, 1, stream, ck.function, ck.packed_metadata, meta, enter, leave, *args)
             _check_sync(stage, buffers)
             return
+    if device.interpreted():
+        with _INTERPRETER:
+            stage.kernel[(grid,)](*buffers, xnumel, **stage.options())
+        _check_sync(stage, buffers)
+        return
     ck = stage.kernel[(grid,)](*buffers, xnumel, **stage.options())
     if getattr(ck, "function", None) is not None and _aligned(buffers):  # a GPU kernel (the interpreter returns none)
         object.__setattr__(stage, "fast", (driver.active.get_current_device(), ck))
@@ -207,8 +216,8 @@ class Program:
         if self._direct:
             launch(self.stages[0], inputs + outputs)
             return
-        held = self._held(outputs[0].device) if self._holds else ([], [])
         with self._lock:
+            held = self._held(outputs[0].device) if self._holds else ([], [])
             for st in self.stages:
                 launch(st, self._buffers(st, inputs, outputs, held))
 

@@ -4,46 +4,39 @@ from __future__ import annotations
 
 import hashlib
 import importlib.util
-import os
-import tempfile
+import threading
 from pathlib import Path
 
 from rblock.codegen.spec import KernelSpec
-from rblock.runtime import device
-from rblock.settings import cache_dir
+from rblock.runtime import device, disk
 
 _loaded: dict[str, object] = {}
-
-
-def atomic_write(path: Path, text: str) -> None:
-    """Write via a temp file + rename, so concurrent readers see the old file or the new one, never half."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    try:
-        with os.fdopen(fd, "w") as f:
-            f.write(text)
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
+_lock = threading.Lock()
 
 
 def source_path(spec: KernelSpec) -> Path:
-    digest = hashlib.sha256(spec.source.encode()).hexdigest()[:20]
-    return cache_dir() / "kernels" / f"{spec.name}_{digest}.py"
+    return disk.folder("kernels") / f"{spec.name}_{_digest(spec)}.py"
+
+
+def _digest(spec: KernelSpec) -> str:
+    return hashlib.sha256(spec.source.encode()).hexdigest()[:20]
 
 
 def load(spec: KernelSpec):
-    """The @triton.jit function defined by `spec.source`."""
+    """The @triton.jit function defined by `spec.source`. A cached file that differs from the source (damaged,
+    or not a file at all) is written again, or written elsewhere when it cannot be (`disk.write_text`)."""
     device.check_interpreter()
-    path = source_path(spec)
-    key = str(path)
-    if key in _loaded:
+    key = f"{spec.name}_{_digest(spec)}"
+    fn = _loaded.get(key)
+    if fn is not None:
+        return fn
+    with _lock:  # one import per kernel, however many threads first meet it
+        if key not in _loaded:
+            path = source_path(spec)
+            if disk.read_text(path) != spec.source:
+                path = disk.write_text(path, spec.source)
+            module_spec = importlib.util.spec_from_file_location(f"rblock_kernels.{key}", path)
+            module = importlib.util.module_from_spec(module_spec)
+            module_spec.loader.exec_module(module)
+            _loaded[key] = getattr(module, spec.name)
         return _loaded[key]
-    if not path.exists() or path.read_text() != spec.source:
-        atomic_write(path, spec.source)
-    module_spec = importlib.util.spec_from_file_location(f"rblock_kernels.{path.stem}", path)
-    module = importlib.util.module_from_spec(module_spec)
-    module_spec.loader.exec_module(module)
-    _loaded[key] = getattr(module, spec.name)
-    return _loaded[key]
