@@ -8,7 +8,6 @@ from __future__ import annotations
 import contextlib
 import contextvars
 import functools
-import inspect
 import math
 import re
 import threading
@@ -37,6 +36,8 @@ from rblock.runtime import cache, device, workers
 from rblock.runtime.launch import Program, Stage
 from rblock.runtime.tune import Trial, tune
 from rblock.trace import DTYPES, Lowered, trace
+from rblock.trace.calls import holder, signature
+from rblock.trace.guards import CapturedCall, guard, guarded
 
 TORCH_DTYPES = {v: k for k, v in DTYPES.items()}
 
@@ -55,6 +56,9 @@ class Compiled:
     out_spec: pytree.TreeSpec
     trials: tuple[Trial, ...] = ()
     from_cache: bool = False
+    mutated: tuple[int, ...] = ()  # inputs the function updates in place, from the last outputs
+    launches: bool = True  # False on the meta device: outputs of the right shapes and dtypes, and no kernel runs
+    traced: int = 0  # tensors a call passes (some may be read by no kernel)
 
     @property
     def specs(self) -> tuple[KernelSpec, ...]:
@@ -62,20 +66,27 @@ class Compiled:
 
     def __post_init__(self) -> None:
         # decided once per signature, not per call: the host time of a call matters for small inputs
+        returned = len(self.outputs) - len(self.mutated)
         shape = "leaf" if self.out_spec.is_leaf() else None
-        if shape is None and self.out_spec == pytree.tree_structure(tuple(range(len(self.outputs)))):
+        if shape is None and self.out_spec == pytree.tree_structure(tuple(range(returned))):
             shape = "tuple"
         object.__setattr__(self, "_out_shape", shape)
         # sums over rows are written even for no rows; other kernels run only when every output has elements
         launches = bool(self.graph.xnumel) and all(math.prod(o[0]) for o in self.outputs)
-        object.__setattr__(self, "_launches", launches or bool(query.totals(self.graph)))
-        object.__setattr__(self, "_same_order", self.input_order == tuple(range(len(self.input_order))))
+        object.__setattr__(self, "_launches", self.launches and (launches or bool(query.totals(self.graph))))
+        object.__setattr__(self, "_same_order", self.input_order == tuple(range(self.traced)))
 
     def run(self, tensors: list[torch.Tensor], launch: bool = True):
         dev = tensors[0].device if tensors else device.kernel_device()
         outs = [torch.empty_strided(shape, stride, dtype=dt, device=dev) for shape, stride, dt in self.outputs]
         if launch and self._launches:
             self.program.run(tensors if self._same_order else [tensors[i] for i in self.input_order], outs)
+        if self.mutated:  # the updated inputs take their new values, as they would in eager PyTorch
+            returned = len(outs) - len(self.mutated)
+            if launch:
+                for i, new in zip(self.mutated, outs[returned:]):
+                    tensors[i].copy_(new)
+            outs = outs[:returned]
         if self._out_shape == "leaf":
             return outs[0]
         if self._out_shape == "tuple":
@@ -169,6 +180,7 @@ def build(
     lowered, g, features, p, make = f.lowered, f.graph, f.features, f.plan, f.make
 
     tensors = [t for t in pytree.tree_leaves((args, kwargs)) if isinstance(t, torch.Tensor)]
+    meta = any(t.device.type == "meta" for t in tensors)  # shapes only: nothing to time or run
     trials: tuple[Trial, ...] = ()
     from_cache = False
     if s.config is not None:
@@ -202,14 +214,17 @@ def build(
                 f"is {cfg.kind} with {cfg.tiles} tile(s) of RBLOCK {cfg.RBLOCK}, but {name}'s rows need {span} "
                 "elements" + (" (walked from the 16-byte boundary below their start)" if walk else ""),
             )
-    elif device.interpreted():
+    elif device.interpreted() or meta:
         cfg = p.candidates[0].config
     elif not _tunes(p, s):
         cfg = _first_that_compiles(g, p, make, lowered, tensors)
     else:
         cfg, trials, from_cache = _tuned(g, p, make, lowered, tensors, h, s.strategy)
     program = make(cfg)
-    return Compiled(g, features, p, cfg, program, lowered.input_order, lowered.outputs, f.out_spec, trials, from_cache)
+    return Compiled(
+        g, features, p, cfg, program, lowered.input_order, lowered.outputs, f.out_spec, trials, from_cache,
+        lowered.mutated, not meta, lowered.traced,
+    )  # fmt: skip
 
 
 def make_program(
@@ -311,63 +326,6 @@ def _tuned(g, p: Plan, make: Callable[[Config], Program], lowered, tensors, h: H
     return cfg, tuple(trials), False
 
 
-_PLAIN = (int, float, bool, str, type(None))
-
-
-def _signature(args: tuple, kwargs: dict, leaves: list, sig: list) -> None:
-    """The tensors of a call and its cache key. Positional tensors, scalars and lists of ints (the usual op call)
-    take a flat path; anything else the general one. Which path depends only on the arguments' types, so one call
-    pattern always gets one key."""
-    if not kwargs:
-        for a in args:
-            t = type(a)
-            if isinstance(a, torch.Tensor):
-                leaves.append(a)
-                sig.append((a.shape, a.stride(), a.dtype, a.device))  # a device, not its type: 5x cheaper
-            elif t in _PLAIN or t is torch.dtype:
-                sig.append((t, a))
-            elif (t is list or t is tuple) and all(type(v) is int for v in a):
-                sig.append((t, tuple(a)))
-            else:
-                break
-        else:
-            return
-        leaves.clear()
-        sig.clear()
-    sig.append("general")
-    _flatten((args, kwargs), leaves, sig)
-
-
-def _flatten(obj: object, leaves: list, sig: list) -> None:
-    """Tensors and scalars of a call's arguments, in order, and a hashable key of everything but tensor data."""
-    if isinstance(obj, torch.Tensor):
-        leaves.append(obj)
-        sig.append((obj.shape, obj.stride(), obj.dtype, obj.device))
-    elif isinstance(obj, (tuple, list)):
-        sig.append((type(obj), len(obj)))
-        for o in obj:
-            _flatten(o, leaves, sig)
-    elif isinstance(obj, dict):
-        sig.append(tuple(obj))
-        for o in obj.values():
-            _flatten(o, leaves, sig)
-    else:
-        # the type too: 2 and 2.0 trace to different kernels (integer vs float math)
-        sig.append((type(obj), obj) if isinstance(obj, (int, float, bool, str, type(None), torch.dtype)) else repr(obj))
-
-
-def _holder(fn, args: tuple, kwargs: dict, t: torch.Tensor) -> str:
-    """The parameter of `fn` whose value holds tensor `t`, for an error message."""
-    try:
-        bound = inspect.signature(fn).bind(*args, **kwargs).arguments
-    except (TypeError, ValueError):  # no signature to bind to: name positions
-        bound = {**{f"argument {i}": a for i, a in enumerate(args)}, **kwargs}
-    for name, value in bound.items():
-        if any(leaf is t for leaf in pytree.tree_leaves(value)):
-            return name
-    return "a tensor argument"
-
-
 # While `recording()` is active, compiled calls report what they ran (and, if asked, skip the launch).
 _recording: contextvars.ContextVar[tuple[list, bool] | None] = contextvars.ContextVar("rblock_recording", default=None)
 
@@ -385,7 +343,8 @@ def recording(launch: bool = True):
 
 @dataclass
 class CompiledFunction:
-    """`rblock.compile(fn)`: compiles `fn` once per input signature (shapes, strides, dtypes, other args)."""
+    """`rblock.compile(fn)`: compiles `fn` once per input signature (shapes, strides, dtypes, other args, and the
+    values of the variables `fn` reads besides its arguments)."""
 
     fn: object
     name: str
@@ -395,20 +354,41 @@ class CompiledFunction:
     _prepared: dict = field(default_factory=dict)
     _lock: threading.Lock = field(default_factory=threading.Lock)
 
-    def __call__(self, *args, **kwargs):
-        tensors: list[torch.Tensor] = []
+    def __post_init__(self) -> None:
+        self._guarded = guarded(self.fn)
+
+    def _resolve(self, args: tuple, kwargs: dict, tensors: list) -> tuple[tuple, object, tuple]:
+        """A call's key, the function to trace and its arguments, and (into `tensors`) the tensors the kernel reads.
+        What `fn` reads besides its arguments is in the key; the tensors among it are one more argument."""
+        fn, read = self.fn, ()
+        if self._guarded:
+            found: list = []
+            captured: list[torch.Tensor] = []
+            slots: list[tuple[int, str]] = []
+            guard(self.fn, found, captured, slots)
+            read = tuple(found)
+            if captured:
+                self._check_grad(captured, lambda t: next(n for (_, n), c in zip(slots, captured) if c is t))
+                args, fn = (*args, tuple(captured)), CapturedCall(self.fn, tuple(slots))
         sig: list = []
-        _signature(args, kwargs, tensors, sig)
+        signature(args, kwargs, tensors, sig)
+        return (tuple(sig), read, settings_mod.current()), fn, args
+
+    def _check_grad(self, tensors: list[torch.Tensor], holder: Callable[[torch.Tensor], str]) -> None:
         if self.checks_grad and torch.is_grad_enabled():
             for t in tensors:
                 if t.requires_grad:
-                    raise InvalidArgument(f"compile({self.name})", _holder(self.fn, args, kwargs, t), FORWARD_ONLY)
-        s = settings_mod.current()
-        key = (tuple(sig), s)
+                    raise InvalidArgument(f"compile({self.name})", holder(t), FORWARD_ONLY)
+
+    def __call__(self, *args, **kwargs):
+        tensors: list[torch.Tensor] = []
+        key, fn, traced = self._resolve(args, kwargs, tensors)
+        if self.checks_grad and torch.is_grad_enabled():
+            self._check_grad(tensors, lambda t: holder(self.fn, args, kwargs, t))
         entry = self._entries.get(key)
         if entry is None:
             with self._lock:
-                entry = self._entries.get(key) or self._build(key, args, kwargs, ahead=True)
+                entry = self._entries.get(key) or self._build(key, fn, traced, kwargs, ahead=True)
                 self._entries[key] = entry
         rec = _recording.get()
         if rec is not None:
@@ -416,7 +396,7 @@ class CompiledFunction:
             return entry.run(tensors, launch=rec[1])
         return entry.run(tensors)
 
-    def _build(self, key: tuple, args: tuple, kwargs: dict, ahead: bool) -> Compiled:
+    def _build(self, key: tuple, fn, args: tuple, kwargs: dict, ahead: bool) -> Compiled:
         prepared = self._prepared.pop(key, None)
         if ahead and self.ahead is not None:
             try:
@@ -424,10 +404,10 @@ class CompiledFunction:
             except Exception:  # noqa: BLE001 -- a hint: the call goes on as it would without it
                 pass
         if prepared is None:
-            return build(self.name, self.fn, args, kwargs, key[1])
+            return build(self.name, fn, args, kwargs, key[-1])
         if prepared.compiling is not None:  # its compiles, under way since `prepare`, are not sent twice
             prepared.compiling.join(DEFAULT.compile_wait_s)
-        return build(self.name, self.fn, args, kwargs, key[1], known=prepared.front)
+        return build(self.name, fn, args, kwargs, key[-1], known=prepared.front)
 
     def prepare(self, *args, **kwargs) -> None:
         """Trace and plan a call to come, and start compiling the candidates its first call will tune, in the
@@ -435,14 +415,12 @@ class CompiledFunction:
         follows another's first call (cross_entropy's mean after its rows) is prepared before that first call, so
         the two compile together. A hint: errors are left for the call, and nothing is done while this function is
         being built or prepared on another thread."""
-        sig: list = []
-        _signature(args, kwargs, [], sig)
-        key = (tuple(sig), settings_mod.current())
+        key, fn, args = self._resolve(args, kwargs, [])
         if not self._lock.acquire(blocking=False):  # being built or prepared now: a hint needs no waiting
             return
         try:
             if key not in self._entries and key not in self._prepared:
-                self._prepared[key] = prepare(self.name, self.fn, args, kwargs, key[1])
+                self._prepared[key] = prepare(self.name, fn, args, kwargs, key[-1])
         except Exception:  # noqa: BLE001 -- the call meets it again and raises it there
             pass
         finally:
@@ -450,12 +428,10 @@ class CompiledFunction:
 
     def compiled_for(self, *args, **kwargs) -> Compiled:
         """The compiled kernel (graph, plan, config, source) that a call with these arguments runs."""
-        sig: list = []
-        _signature(args, kwargs, [], sig)
-        key = (tuple(sig), settings_mod.current())
+        key, fn, args = self._resolve(args, kwargs, [])
         with self._lock:
             if key not in self._entries:
-                self._entries[key] = self._build(key, args, kwargs, ahead=False)
+                self._entries[key] = self._build(key, fn, args, kwargs, ahead=False)
             return self._entries[key]
 
 
@@ -463,8 +439,15 @@ def compile(fn=None, *, name: str | None = None, ahead: Callable | None = None):
     """Compile a plain PyTorch function into one fused Triton reduction kernel (per input signature). `ahead`, if
     given, is called with each first call's arguments before that call is built: to `prepare` the compiled function
     called after it, whose candidates then compile beside this one's."""
+    if name is not None and not isinstance(name, str):
+        raise InvalidArgument("compile", "name", f"must be a string, got {type(name).__name__}")
+    if ahead is not None and not callable(ahead):
+        raise InvalidArgument("compile", "ahead", f"must be a function or None, got {type(ahead).__name__}")
     if fn is None:
         return functools.partial(compile, name=name, ahead=ahead)
+    if not callable(fn) or isinstance(fn, (type, CompiledFunction)):
+        what = "an rblock.compile result" if isinstance(fn, CompiledFunction) else type(fn).__name__
+        raise InvalidArgument("compile", "fn", f"must be a function of tensors to compile, got {what}")
     label = name or getattr(fn, "__name__", "fn")
     return CompiledFunction(fn, re.sub(r"\W", "_", label).strip("_") or "fn", ahead)
 

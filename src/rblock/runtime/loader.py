@@ -33,7 +33,10 @@ def load(spec: KernelSpec):
     with _lock:  # one import per kernel, however many threads first meet it
         if key not in _loaded:
             path = source_path(spec)
-            if disk.read_text(path) != spec.source:
+            text = disk.read_text(path)
+            if text != spec.source:
+                if text is not None:  # a file of the kernel's name and digest holds something else: damage
+                    disk.warn_once(f"read {path}", f"rblock: cache entry {path} is damaged; it is made again")
                 path = disk.write_text(path, spec.source)
             module_spec = importlib.util.spec_from_file_location(f"rblock_kernels.{key}", path)
             module = importlib.util.module_from_spec(module_spec)

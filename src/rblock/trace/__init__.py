@@ -13,7 +13,8 @@ __all__ = ["DTYPES", "Lowered", "trace"]
 
 
 def trace(fn_name: str, fn, args: tuple, kwargs: dict) -> tuple[Lowered, pytree.TreeSpec]:
-    """Trace `fn(*args, **kwargs)`; tensors are inputs, every other leaf is baked into the kernel."""
+    """Trace `fn(*args, **kwargs)`; tensors are inputs, every other leaf is baked into the kernel. Inputs that `fn`
+    updates in place are `Lowered.mutated`: their new values are the last outputs."""
     leaves, spec = pytree.tree_flatten((args, kwargs))
     slots = [i for i, v in enumerate(leaves) if isinstance(v, torch.Tensor)]
     out_spec: list[pytree.TreeSpec] = []

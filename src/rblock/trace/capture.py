@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import operator
+import threading
 from dataclasses import dataclass
 
 import torch
 import torch.fx
+from torch.func import functionalize
 from torch.fx.experimental.proxy_tensor import make_fx
 from torch.utils import _pytree as pytree
 
@@ -43,16 +45,83 @@ class Captured:
     domain: tuple[int, ...]  # shape of the tensor the reductions walk
     rdims: tuple[int, ...]  # the reduced dims of `domain`, ascending
     totals: frozenset[str] = frozenset()  # sums (and means) over every row of per-row values: fx node names
+    mutated: tuple[int, ...] = ()  # inputs updated in place: their new values are the last outputs, in this order
+
+
+# what make_fx says when the function reaches a tensor that is not one of its inputs
+_NOT_AN_INPUT = "Please convert all Tensors to FakeTensors"
 
 
 def capture(fn_name: str, flat_fn, tensors: list[torch.Tensor]) -> Captured:
-    """Trace `flat_fn(*tensors)` (which returns a flat list of tensors) into aten ops on fake tensors."""
-    try:
-        gm = make_fx(flat_fn, tracing_mode="fake")(*tensors)
-    except Exception as e:  # the user's function failed on fake inputs: say so with its own message
-        raise UnsupportedOperation(fn_name, f"tracing failed: {type(e).__name__}: {e}") from e
+    """Trace `flat_fn(*tensors)` (which returns a flat list of tensors) into aten ops on fake tensors. A function
+    that updates tensors in place is traced again functionalized: its inputs' new values become extra outputs."""
+    gm = _trace(fn_name, flat_fn, tensors)
+    mutated: tuple[int, ...] = ()
+    if any(_writes_input(n) for n in gm.graph.nodes):
+        gm = _trace(fn_name, functionalize(flat_fn, remove="mutations"), tensors)
+        mutated = _writebacks_as_outputs(fn_name, gm)
     domain, rdims, totals = _find_domain(fn_name, gm)
-    return Captured(gm, domain, rdims, totals)
+    return Captured(gm, domain, rdims, totals, mutated)
+
+
+# make_fx patches torch.fx globals while it traces: two traces at once on two threads break each other
+_TRACING = threading.Lock()
+
+
+def _trace(fn_name: str, flat_fn, tensors: list[torch.Tensor]) -> torch.fx.GraphModule:
+    try:
+        with _TRACING:
+            return make_fx(flat_fn, tracing_mode="fake")(*tensors)
+    except Exception as e:  # the user's function failed on fake inputs: say so with its own message
+        if _NOT_AN_INPUT in str(e):
+            raise UnsupportedOperation(
+                fn_name,
+                "it uses a tensor that is neither an argument nor a variable it reads by name (an attribute, or an "
+                "item of a list or dict, say); pass that tensor as an argument",
+            ) from e
+        raise UnsupportedOperation(fn_name, f"tracing failed: {type(e).__name__}: {e}") from e
+
+
+def _writes_input(node: torch.fx.Node) -> bool:
+    """Whether `node` writes into an input (or a view of one): what eager PyTorch would leave changed. Writes into
+    values made inside the function need nothing more: the graph's later uses read the written node."""
+    schema = getattr(node.target, "_schema", None) if node.op == "call_function" else None
+    if schema is None or not schema.is_mutable:
+        return False
+    for i, arg in enumerate(schema.arguments):
+        if arg.alias_info is not None and arg.alias_info.is_write:
+            value = node.args[i] if i < len(node.args) else node.kwargs.get(arg.name)
+            if isinstance(value, torch.fx.Node) and _base(value).op == "placeholder":
+                return True
+    return False
+
+
+def _base(node: torch.fx.Node) -> torch.fx.Node:
+    """The tensor whose memory `node` is (through views and in-place ops, whose results alias an argument)."""
+    while node.op == "call_function":
+        schema = getattr(node.target, "_schema", None)
+        if schema is None or not schema.returns or schema.returns[0].alias_info is None:
+            break
+        node = node.args[0]
+    return node
+
+
+def _writebacks_as_outputs(fn_name: str, gm: torch.fx.GraphModule) -> tuple[int, ...]:
+    """Turn a functionalized graph's closing `copy_(input, new value)` nodes into outputs appended to its list:
+    the inputs they update, in order. The kernel computes the new values; the caller copies them back."""
+    placeholders = [n for n in gm.graph.nodes if n.op == "placeholder"]
+    out = next(n for n in gm.graph.nodes if n.op == "output")
+    mutated, values = [], []
+    for node in list(gm.graph.nodes):
+        if node.op == "call_function" and node.target is aten.copy_.default and node.args[0] in placeholders:
+            mutated.append(placeholders.index(node.args[0]))
+            values.append(node.args[1])
+            gm.graph.erase_node(node)
+        elif _writes_input(node):
+            raise UnsupportedOperation(fn_name, f"it updates an input in place with {node.target}")
+    out.args = ([*out.args[0], *values],)
+    gm.recompile()
+    return tuple(mutated)
 
 
 def reduction_dims(node: torch.fx.Node) -> tuple[int, ...]:

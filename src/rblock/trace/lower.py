@@ -55,6 +55,8 @@ class Lowered:
     graph: KernelGraph
     input_order: tuple[int, ...]  # for each input buffer, the index of the traced tensor it reads
     outputs: tuple[tuple[tuple[int, ...], tuple[int, ...], torch.dtype], ...]  # shape, stride, dtype per output
+    mutated: tuple[int, ...] = ()  # traced tensors updated in place, whose new values are the last outputs
+    traced: int = 0  # how many tensors were traced (those no load reads have no buffer)
 
 
 def lower(fn_name: str, cap: Captured, axes: dict[str, tuple[int | None, ...]]) -> Lowered:
@@ -191,7 +193,7 @@ class _Lowering:
                 raise UnsupportedOperation(self.fn, f"fx node kind {node.op}")
         outputs = self.store_outputs(out_node.args[0])
         graph = self.finish()
-        return Lowered(graph, tuple(self.input_order), outputs)
+        return Lowered(graph, tuple(self.input_order), outputs, self.cap.mutated, len(self.placeholders))
 
     def lower_node(self, node: torch.fx.Node) -> object:
         t = node.target
@@ -252,6 +254,9 @@ class _Lowering:
 
     def lower_scalar_tensor(self, node, dt):
         return self.cast(self.const(node.args[0]), dt)
+
+    def lower_copy(self, node, dt):  # a functionalized `dst.copy_(src)`: src in dst's dtype
+        return self.cast(self.value(node.args[1]), dt)
 
     def lower_reciprocal(self, node, dt):
         return self.add(Op.DIV, (self.const(1.0), self.value(node.args[0])), dt)
