@@ -15,8 +15,9 @@ import sys
 import torch
 
 import rblock
-from rblock.compiler import header_lines, make_program, recording
+from rblock.compiler import header_lines, recording
 from rblock.ops.registry import OPS
+from rblock.program import make_program
 
 TOTAL = 2**26
 NS = [1024, 2048, 3000, 4096, 5120, 6144, 8192, 12288, 16384, 24576, 32768, 50257, 65536, 131072, 151936, 262144]

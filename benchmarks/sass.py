@@ -21,8 +21,9 @@ from dataclasses import replace
 
 import torch
 
-from rblock.compiler import make_program, recording
+from rblock.compiler import recording
 from rblock.ops.registry import OPS
+from rblock.program import make_program
 
 PTR = {"f32": "*fp32", "f16": "*fp16", "bf16": "*bf16", "i64": "*i64", "i32": "*i32", "b1": "*i1"}
 DTYPES = {"bf16": torch.bfloat16, "fp16": torch.float16, "fp32": torch.float32}

@@ -7,8 +7,9 @@ import torch
 
 import rblock
 from conftest import assert_matches
-from rblock.compiler import make_program, recording
+from rblock.compiler import recording
 from rblock.ops.registry import OPS, max_rel_error
+from rblock.program import make_program
 
 CASES = [
     ("rms_norm", 3, 4096, -1),  # looped by default, with the persistent_rblock candidate

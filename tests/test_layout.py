@@ -20,6 +20,7 @@ LAYERS = {
     "settings": 4,
     "runtime": 5,
     "compiler": 6,
+    "program": 6,
     "ops": 7,
     "explain": 8,
     "cli": 9,

@@ -10,8 +10,9 @@ import textwrap
 import torch
 
 import rblock
-from rblock.compiler import make_program, recording
+from rblock.compiler import recording
 from rblock.ops.registry import OPS
+from rblock.program import make_program
 
 PTR = {"f32": "*fp32", "f16": "*fp16", "bf16": "*bf16", "i64": "*i64", "i32": "*i32", "b1": "*i1"}
 

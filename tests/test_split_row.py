@@ -17,9 +17,10 @@ import torch
 import rblock
 from rblock.codegen.kernel import generate
 from rblock.codegen.spec import KernelSpec
-from rblock.compiler import make_program, recording
+from rblock.compiler import recording
 from rblock.errors import InvalidArgument, SyncTimeout
 from rblock.ops.registry import OPS, max_rel_error
+from rblock.program import make_program
 from rblock.runtime import launch
 from rblock.runtime.launch import Program, Stage, co_resident_groups
 

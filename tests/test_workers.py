@@ -12,9 +12,10 @@ import textwrap
 import pytest
 import torch
 
-from rblock.compiler import TORCH_DTYPES, make_program, recording
+from rblock.compiler import recording
 from rblock.ir.nodes import DType
 from rblock.ops.registry import OPS
+from rblock.program import TORCH_DTYPES, make_program
 from rblock.settings import compile_workers
 
 SCRIPT = textwrap.dedent(

@@ -12,7 +12,7 @@ import math
 import re
 import threading
 from collections.abc import Callable
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 
 import torch
 from torch.utils import _pytree as pytree
@@ -20,26 +20,21 @@ from torch.utils import _pytree as pytree
 from rblock import __version__
 from rblock import settings as settings_mod
 from rblock.analysis import Features, analyze
-from rblock.codegen.kernel import generate
-from rblock.codegen.reductions import exchanges_words, partial_slots
 from rblock.codegen.spec import KernelSpec
-from rblock.codegen.totals import ShareTree
 from rblock.errors import FORWARD_ONLY, CompileFailed, InvalidArgument
 from rblock.ir import KernelGraph, query
 from rblock.ir.passes import dead_code, reciprocal_row_divisors, simplify_dims
-from rblock.ir.query import can_split_row, misaligned_walk
-from rblock.ir.split import can_split, no_empty_slice, split
 from rblock.ir.verify import verify
 from rblock.plan import DEFAULT, Config, Heuristics, Plan, plan
 from rblock.plan.candidates import next_pow2
+from rblock.plan.feasible import check_forced
+from rblock.program import make_program
 from rblock.runtime import cache, device, workers
-from rblock.runtime.launch import Program, Stage
+from rblock.runtime.launch import Program
 from rblock.runtime.tune import Trial, tune
-from rblock.trace import DTYPES, Lowered, trace
+from rblock.trace import Lowered, trace
 from rblock.trace.calls import holder, signature
 from rblock.trace.guards import CapturedCall, guard, guarded
-
-TORCH_DTYPES = {v: k for k, v in DTYPES.items()}
 
 
 @dataclass(frozen=True)
@@ -184,36 +179,7 @@ def build(
     trials: tuple[Trial, ...] = ()
     from_cache = False
     if s.config is not None:
-        cfg = s.config
-        walk = misaligned_walk(g) if cfg.align else None
-        early = walk[1] - 1 if walk else 0  # a walk starts up to a vector before the row
-        if cfg.kind == "split_row":
-            covers = cfg.RBLOCK * (cfg.split - 1) < g.rnumel and g.rnumel + early <= cfg.RBLOCK * cfg.split
-            if not can_split_row(g) or not covers:
-                raise InvalidArgument(
-                    "settings",
-                    "config",
-                    f"splits {name}'s rows of {g.rnumel} over {cfg.split} programs of RBLOCK {cfg.RBLOCK}: not "
-                    "possible (one level of sum/max/min/mean-variance/softmax reductions, and every program "
-                    "holding part of the row"
-                    + (", walked from the 16-byte boundary below its start)" if walk else ")"),
-                )
-        elif cfg.split > 1 and not (can_split(g) and no_empty_slice(g.rnumel, cfg.split)):
-            raise InvalidArgument(
-                "settings",
-                "config",
-                f"splits {name}'s rows of {g.rnumel} in {cfg.split}: not possible (one level of sum, max, min, "
-                "mean-variance or softmax reductions and no gathers; slices of equal length but a shorter last one, "
-                "none of them empty)",
-            )
-        span = -(-g.rnumel // cfg.split) + early
-        if cfg.single_pass and cfg.kind != "split_row" and cfg.RBLOCK * cfg.tiles < span:
-            raise InvalidArgument(
-                "settings",
-                "config",
-                f"is {cfg.kind} with {cfg.tiles} tile(s) of RBLOCK {cfg.RBLOCK}, but {name}'s rows need {span} "
-                "elements" + (" (walked from the 16-byte boundary below their start)" if walk else ""),
-            )
+        cfg = check_forced(name, g, s.config)
     elif device.interpreted() or meta:
         cfg = p.candidates[0].config
     elif not _tunes(p, s):
@@ -225,62 +191,6 @@ def build(
         g, features, p, cfg, program, lowered.input_order, lowered.outputs, f.out_spec, trials, from_cache,
         lowered.mutated, not meta, lowered.traced,
     )  # fmt: skip
-
-
-def make_program(
-    g: KernelGraph, cfg: Config, header: tuple[str, ...] = (), interpret: bool | None = None, pdl: bool | None = None
-) -> Program:
-    """The kernels that compute `g` with `cfg`: one, or a partials kernel and a combine kernel (and, for full-size
-    outputs, a kernel that writes them slice by slice). `interpret`: for
-    Triton's interpreter (default: whether this process runs it); `pdl`: launched as programmatic dependents
-    (default: whether this device does)."""
-    interpret = device.interpreted() if interpret is None else interpret
-    pdl = device.dependent_launches() if pdl is None else pdl
-    gen = functools.partial(generate, interpret=interpret, pdl=pdl and not interpret)
-    n_in, n_out = len(g.inputs), len(g.outputs)
-    if cfg.kind == "split_row":
-        slots = partial_slots(g)
-        note = (f"split row: {cfg.split} programs per row, each holding a slice of {cfg.RBLOCK}",)
-        spins = settings_mod.sync_spins()
-        buffers = (*(("in", i) for i in range(n_in)), *(("out", j) for j in range(n_out)))
-        if not interpret and exchanges_words(g):  # one launch; the words persist beside the counters
-            stage = Stage(gen(g, cfg, header + note, max_spins=spins), (*buffers, ("sync", 1), ("sync", 0)), g.xnumel)
-            return Program((stage,), words=2 * len(slots))
-        args = (*buffers, *(("ws", k) for k in range(len(slots))), ("sync", 0))
-        phases = ("partials", "finish") if interpret else ("all",)
-        return Program(
-            tuple(Stage(gen(g, cfg, header + note, phase=ph, max_spins=spins), args, g.xnumel) for ph in phases),
-            tuple((g.xnumel * cfg.split, TORCH_DTYPES[dt]) for _, _, dt in slots),
-        )
-    if cfg.split == 1:
-        args = (*(("in", i) for i in range(n_in)), *(("out", j) for j in range(n_out)))
-        totals = query.totals(g)
-        if not totals:
-            return Program((Stage(gen(g, cfg, header), args, g.xnumel),))
-        tree = ShareTree.of(g, cfg)
-        args += (*(("sync", 1 + k) for k in range(len(totals))), ("sync", 0))
-        shares = tuple((tree.numel, TORCH_DTYPES[g.nodes[t].dtype]) for t in totals)
-        note = (f"sums over every row: each program's share, added in groups of {tree.group} by their last to arrive",)
-        return Program((Stage(gen(g, cfg, header + note), args, g.xnumel),), shares=shares, counters=tree.counters)
-    sk = split(g, cfg.split)
-    first, second = verify(dead_code(sk.first)), verify(dead_code(sk.second))
-    combine = Config(
-        "persistent", max(min(next_pow2(max(g.xnumel, 1)), 4096 // next_pow2(cfg.split)), 1), next_pow2(cfg.split), 4
-    )
-    ins, outs = tuple(("in", i) for i in range(n_in)), tuple(("out", j) for j in range(n_out))
-    parts = tuple(("ws", k) for k in range(len(sk.partials)))
-    rows = tuple(("ws", len(parts) + k) for k in range(len(sk.rows)))
-    then = "a combine kernel" + (", then an output kernel over the slices" if sk.third else "")
-    note = (f"split: {cfg.split} slices of {-(-g.rnumel // cfg.split)} per row, then {then}",)
-    stages = [
-        Stage(gen(first, replace(cfg, split=1), header + note), (*ins, *parts), first.xnumel),
-        Stage(gen(second, combine, note), (*ins, *parts, *outs, *rows), second.xnumel),
-    ]
-    if sk.third:
-        third = verify(dead_code(sk.third))
-        stages.append(Stage(gen(third, replace(cfg, split=1), note), (*ins, *rows, *outs), third.xnumel))
-    sizes = [(g.xnumel * cfg.split, b) for b in sk.partials] + [(g.xnumel, b) for b in sk.rows]
-    return Program(tuple(stages), tuple((n, TORCH_DTYPES[b.dtype]) for n, b in sizes))
 
 
 def tune_key(g: KernelGraph, strategy: str) -> cache.TuneKey:

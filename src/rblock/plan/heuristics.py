@@ -215,6 +215,13 @@ class Heuristics:
     52.4). The twin comes at each warp count of its single pass (trials_run22_ln.json): layer_norm (2048, 32768)
     at 32 warps spills and took 110.1 us, at 16 warps 83.6 us against 92.5 for the best single pass without it."""
 
+    combine_tile_elems: int = 4096
+    """A split reduction's combine kernel holds at most this many partials in one program's tile (rows times the
+    row's partials), as a persistent kernel's tile (max_persistent_elems)."""
+
+    combine_num_warps: int = 4
+    """Warps of a split reduction's combine kernel: a small tile of partials, read once."""
+
     def __post_init__(self) -> None:
         for f in fields(self):
             if getattr(self, f.name) < 0:
