@@ -8,6 +8,7 @@ so a new tensor (or new data in the old one) is what the kernel reads. Modules a
 
 from __future__ import annotations
 
+import dis
 import functools
 import types
 import weakref
@@ -38,8 +39,9 @@ class Read:
 
 @functools.cache
 def _names(code: types.CodeType) -> tuple[str, ...]:
-    """The global names `code` and the functions defined inside it may look up (attribute names among them)."""
-    names = dict.fromkeys(code.co_names)
+    """The global names `code` and the functions defined inside it look up (not the attribute names beside them in
+    `co_names`)."""
+    names = dict.fromkeys(i.argval for i in dis.get_instructions(code) if i.opname == "LOAD_GLOBAL")
     for const in code.co_consts:
         if isinstance(const, types.CodeType):
             names.update(dict.fromkeys(_names(const)))
