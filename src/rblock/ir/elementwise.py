@@ -2,7 +2,7 @@
 
 The tracer lowers every aten op a record names to the record's `Op`, and codegen writes the node with the record's
 template, so adding an elementwise op is an `Op` member, one record here and its test. Aten ops that lower to several
-IR ops (sigmoid, silu, pow, ...) are compositions in `trace/lower.py`; they build on these records.
+IR ops (sigmoid, silu, pow, ...) are compositions in `trace/compose.py`; they build on these records.
 """
 
 from __future__ import annotations

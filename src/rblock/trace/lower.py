@@ -14,6 +14,7 @@ from rblock.ir import ELEMENTWISE, Access, Buffer, DType, Elementwise, KernelGra
 from rblock.ir.nodes import MULTI_OUTPUT_OPS, REDUCE_OPS
 from rblock.trace.axes import VIEWS, _is_source
 from rblock.trace.capture import Captured, reduction_dims
+from rblock.trace.compose import COMPOSED
 
 aten = torch.ops.aten
 
@@ -173,7 +174,7 @@ class _Lowering:
         t = node.target
         if t is operator.getitem or t in VIEWS or t in _IDENTITY or t in _CASTS or _elementwise(t):
             return True
-        return hasattr(self, f"lower_{_name(t)}")
+        return _name(t) in COMPOSED or hasattr(self, f"lower_{_name(t)}")
 
     def run(self) -> Lowered:
         for node in self.cap.gm.graph.nodes:  # name the first unsupported op before anything else can fail
@@ -214,76 +215,14 @@ class _Lowering:
             return self.add(e.op, tuple(args), _dtype(self.fn, out_dt))
         name = _name(t)
         dt = _dtype(self.fn, out_dt) if out_dt is not None else None
+        if name in COMPOSED:
+            return COMPOSED[name](self, node, dt)
         handler = getattr(self, f"lower_{name}", None)
         if handler is None:
             raise UnsupportedOperation(self.fn, f"aten op {t} is not supported")
         return handler(node, dt)
 
-    # ---- pointwise ops that are compositions ------------------------------------------------------------
-    def lower_where(self, node, dt):
-        c, a, b = (self.value(x) for x in node.args)
-        return self.add(Op.WHERE, (c, self.cast(a, dt), self.cast(b, dt)), dt)
-
-    def lower_masked_fill(self, node, dt):
-        x, m, v = (self.value(a) for a in node.args)
-        return self.add(Op.WHERE, (m, self.cast(v, dt), x), dt)
-
-    def lower_pow(self, node, dt):
-        x, e = node.args
-        if not isinstance(e, (int, float)) or isinstance(x, (int, float)):
-            raise UnsupportedOperation(self.fn, "pow with a tensor exponent")
-        v = self.value(x)
-        if e == 0.5:
-            return self.add(Op.SQRT, (v,), dt)
-        if e == -0.5:
-            return self.add(Op.RSQRT, (v,), dt)
-        if float(e).is_integer() and 1 <= abs(e) <= 8:
-            out = v
-            for _ in range(int(abs(e)) - 1):
-                out = self.add(Op.MUL, (out, v), dt)
-            return self.add(Op.DIV, (self.const(1.0), out), dt) if e < 0 else out
-        raise UnsupportedOperation(self.fn, f"pow with exponent {e} (integers up to 8 and +-0.5 are supported)")
-
-    def lower_rsub(self, node, dt):
-        a, b = self.value(node.args[0]), self.value(node.args[1])
-        alpha = node.kwargs.get("alpha", 1)
-        if alpha != 1:
-            a = self.add(Op.MUL, (a, self.const(alpha)), self.nodes[a].dtype)
-        return self.add(Op.SUB, (b, a), dt)
-
-    def lower_scalar_tensor(self, node, dt):
-        return self.cast(self.const(node.args[0]), dt)
-
-    def lower_copy(self, node, dt):  # a functionalized `dst.copy_(src)`: src in dst's dtype
-        return self.cast(self.value(node.args[1]), dt)
-
-    def lower_reciprocal(self, node, dt):
-        return self.add(Op.DIV, (self.const(1.0), self.value(node.args[0])), dt)
-
-    def lower_square(self, node, dt):
-        v = self.value(node.args[0])
-        return self.add(Op.MUL, (v, v), dt)
-
-    def lower_sigmoid(self, node, dt):
-        v = self.f32(self.value(node.args[0]))
-        e = self.add(Op.EXP, (self.add(Op.NEG, (v,), DType.F32),), DType.F32)
-        return self.cast(
-            self.add(Op.DIV, (self.const(1.0), self.add(Op.ADD, (self.const(1.0), e), DType.F32)), DType.F32), dt
-        )
-
-    def lower_silu(self, node, dt):
-        v = self.value(node.args[0])
-        return self.cast(self.add(Op.MUL, (self.f32(v), self.lower_sigmoid(node, DType.F32)), DType.F32), dt)
-
-    def lower_relu(self, node, dt):
-        return self.add(Op.MAXIMUM, (self.value(node.args[0]), self.const(0.0)), dt)
-
-    def lower_clamp_min(self, node, dt):
-        return self.add(Op.MAXIMUM, (self.value(node.args[0]), self.value(node.args[1])), dt)
-
-    def lower_clamp_max(self, node, dt):
-        return self.add(Op.MINIMUM, (self.value(node.args[0]), self.value(node.args[1])), dt)
-
+    # ---- gather: one element of each row -----------------------------------------------------------------
     def lower_gather(self, node, dt):
         src, dim, index = node.args
         rank = len(src.meta["val"].shape)
