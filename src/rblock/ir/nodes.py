@@ -55,7 +55,6 @@ class Op(Enum):
     SUB = auto()
     MUL = auto()
     DIV = auto()
-    POW = auto()  # args: (base, exponent)
     MAXIMUM = auto()
     MINIMUM = auto()
     EQ = auto()
