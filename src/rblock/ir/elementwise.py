@@ -59,6 +59,18 @@ _RECORDS = (
     Elementwise(Op.ABS, ("abs.default",), "tl.abs({0})", exact=True),
     Elementwise(Op.NOT, ("logical_not.default", "bitwise_not.default"), "{0} == 0"),
     Elementwise(Op.ISNAN, ("isnan.default",), "{0} != {0}"),
+    Elementwise(
+        Op.TANH,
+        ("tanh.default",),
+        "tl.extra.cuda.libdevice.tanh({0})",
+        # near 0 its series to x^5, else sign(x) (1 - e^-2|x|) / (1 + e^-2|x|): within 1e-6 of tanh relatively, no x
+        # overflows, and -0 and NaN stay as they are
+        interpreted=(
+            "tl.where(tl.abs({0}) < 0.0625, "
+            "{0} * (1 - {0} * {0} * (0.3333333333333333 - {0} * {0} * 0.13333333333333333)), "
+            "tl.where({0} < 0, -1.0, 1.0) * ((1 - tl.exp(-2 * tl.abs({0}))) / (1 + tl.exp(-2 * tl.abs({0})))))"
+        ),
+    ),
     # binary; the in-place forms (add_, ...) are those of a function's own intermediate values
     Elementwise(Op.ADD, ("add", "add_"), "{0} + {1}"),
     Elementwise(Op.SUB, ("sub", "sub_"), "{0} - {1}"),

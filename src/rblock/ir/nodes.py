@@ -48,6 +48,7 @@ class Op(Enum):
     ABS = auto()
     NOT = auto()
     ISNAN = auto()
+    TANH = auto()
     CAST = auto()  # to node.dtype
     BROADCAST = auto()  # a per-row (or scalar) value repeated along r, so that it can be reduced
     # pointwise, binary
