@@ -50,6 +50,10 @@ def centered_and_stats(x):
     return x.sum(-1), x.amax(-1), x - mean[..., None]
 
 
+def soft_capped_logsumexp(logits, cap: float = 30.0):
+    return torch.logsumexp(cap * torch.tanh(logits / cap), -1)
+
+
 def stats_dict(x):
     mean = x.mean(-1, keepdim=True)
     var = ((x - mean) ** 2).mean(-1, keepdim=True)
@@ -204,11 +208,12 @@ def test_mixed_dtype_inputs_promote_like_pytorch(strategy, make):
         lambda x: x.masked_fill(x < 0, -1.0),
         lambda x: 1.0 - torch.sigmoid(x),
         lambda x: 2.0 / (x.abs() + 1),
+        lambda x: torch.tanh(x * 3.0),
     ],
     ids=[
         "sigmoid", "silu", "relu", "exp", "log", "sqrt", "rsqrt", "abs", "neg", "square", "reciprocal", "pow3",
         "pow_half", "where", "maximum", "minimum", "clamp_min", "compare_and_cast", "masked_fill",
-        "scalar_minus_tensor", "scalar_over_tensor",
+        "scalar_minus_tensor", "scalar_over_tensor", "tanh",
     ],
 )  # fmt: skip
 def test_pointwise_ops_around_a_reduction(pointwise, strategy, make):
@@ -217,6 +222,17 @@ def test_pointwise_ops_around_a_reduction(pointwise, strategy, make):
         return y.sum(-1), y * torch.rsqrt(y.pow(2).mean(-1, keepdim=True) + 1e-6)
 
     check_against_torch(rblock.compile(fn), fn, [make(5, 64)], strategy=strategy, atol_scale=8)
+
+
+@pytest.mark.parametrize("scale", [1.0, 100.0], ids=["inside_the_cap", "past_the_cap"])
+def test_soft_capped_logsumexp(scale, dtype, strategy, make):
+    """30 * tanh(x / 30) before a logsumexp (soft-capped logits): tanh in every dtype, saturated or not."""
+    check_against_torch(
+        rblock.compile(soft_capped_logsumexp),
+        soft_capped_logsumexp,
+        [make(5, 300, dtype=dtype, scale=scale)],
+        strategy=strategy,
+    )
 
 
 def test_tensor_passed_as_a_keyword_argument(strategy, make):

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import math
 
-from rblock.ir import DType, KernelGraph, Node, Op, Rank
+from rblock.ir import ELEMENTWISE, DType, KernelGraph, Node, Op, Rank
 
 TL_DTYPE = {
     DType.F32: "tl.float32",
@@ -237,35 +237,6 @@ def _exp_minus(x, shift):
     return tl.exp(x - shift)
 """
 
-_BINARY_FMT = {
-    Op.ADD: "{} + {}",
-    Op.SUB: "{} - {}",
-    Op.MUL: "{} * {}",
-    Op.DIV: "{} / {}",
-    Op.MAXIMUM: "_maximum({}, {})",
-    Op.MINIMUM: "_minimum({}, {})",
-    Op.EQ: "{} == {}",
-    Op.NE: "{} != {}",
-    Op.LT: "{} < {}",
-    Op.LE: "{} <= {}",
-    Op.GT: "{} > {}",
-    Op.GE: "{} >= {}",
-    Op.AND: "{} & {}",
-    Op.OR: "{} | {}",
-}
-_UNARY_FMT = {
-    Op.NEG: "-{}",
-    Op.EXP: "_exp({})",
-    Op.LOG: "tl.log({})",
-    Op.RSQRT: "tl.rsqrt({})",
-    Op.SQRT: "tl.sqrt({})",
-    Op.ABS: "tl.abs({})",
-    Op.NOT: "{} == 0",
-    Op.ISNAN: "{} != {}",
-}
-# Results that are one of their operands need no rounding back to a 16-bit type.
-_EXACT = {Op.NEG, Op.ABS, Op.MAXIMUM, Op.MINIMUM, Op.WHERE, Op.MAX, Op.MIN, Op.BROADCAST}
-
 
 def literal(value: object) -> str:
     if isinstance(value, bool):
@@ -291,12 +262,11 @@ def shifted_exp(node: Node, g: KernelGraph) -> tuple[int, int] | None:
     return sub.args
 
 
-def pointwise(node: Node, operands: list[str], g: KernelGraph) -> str:
-    """The Triton expression of a pointwise node, rounded like eager PyTorch when its type is 16-bit."""
+def pointwise(node: Node, operands: list[str], g: KernelGraph, interpret: bool = False) -> str:
+    """The Triton expression of a pointwise node, rounded like eager PyTorch when its type is 16-bit. `interpret`:
+    for Triton's interpreter (an elementwise op's form there, where it differs)."""
     a = [f"({o})" if " " in o else o for o in operands]
-    if node.op == Op.WHERE:
-        expr = f"tl.where({operands[0]}, {operands[1]}, {operands[2]})"
-    elif node.op == Op.CAST:
+    if node.op == Op.CAST:
         src = g.nodes[node.args[0]].dtype
         if node.dtype == src:
             return operands[0]
@@ -308,26 +278,24 @@ def pointwise(node: Node, operands: list[str], g: KernelGraph) -> str:
         if node.dtype == DType.F32:
             return expr
         return f"{a[0] if src.is_float else '(' + expr + ')'}.to({TL_DTYPE[node.dtype]}).to(tl.float32)"
-    elif node.op == Op.BROADCAST:
+    if node.op == Op.BROADCAST:
         src = g.nodes[node.args[0]]
         if src.op == Op.CONST:
             return f"tl.full([XBLOCK, RBLOCK], {operands[0]}, {register_type(node.dtype)})"
         return f"tl.broadcast_to({operands[0]}, [XBLOCK, RBLOCK])"
-    elif node.op == Op.ISNAN:
-        expr = f"{a[0]} != {a[0]}"
-    elif shifted_exp(node, g):
+    if shifted_exp(node, g):
         expr = f"_exp_minus({operands[0]}, {operands[1]})"
-    elif node.op in _UNARY_FMT:
-        expr = _UNARY_FMT[node.op].format(a[0])
     else:
-        expr = _BINARY_FMT[node.op].format(a[0], a[1])
-        if node.dtype.is_float and node.op == Op.DIV and not any(g.nodes[i].dtype.is_float for i in node.args):
-            expr = f"{a[0]}.to(tl.float32) / {a[1]}"
+        of_integers = node.dtype.is_float and not any(g.nodes[i].dtype.is_float for i in node.args)
+        expr = ELEMENTWISE[node.op].expression(a, interpret, of_integers)
     return round16(node, expr)
 
 
 def round16(node: Node, expr: str) -> str:
-    if node.dtype in (DType.BF16, DType.F16) and node.op not in _EXACT:
+    """`expr` rounded to the node's type when that is 16-bit and the op's result is not one of its operands (an
+    elementwise op's record says; a reduction's max or min is exact)."""
+    exact = ELEMENTWISE[node.op].exact if node.op in ELEMENTWISE else node.op in (Op.MAX, Op.MIN, Op.BROADCAST)
+    if node.dtype in (DType.BF16, DType.F16) and not exact:
         return f"({expr}).to({TL_DTYPE[node.dtype]}).to(tl.float32)"
     return expr
 

@@ -35,8 +35,8 @@ from rblock.codegen.reductions import exchanges_words, single_pass, slice_exps_r
 from rblock.codegen.row_loop import RowLoop, exchange_args
 from rblock.codegen.spec import KernelSpec, Phase
 from rblock.codegen.totals import Totals
-from rblock.ir import Access, DType, KernelGraph, Op, Rank, query
-from rblock.ir.nodes import POINTWISE_OPS, REDUCE_OPS
+from rblock.ir import POINTWISE_OPS, Access, DType, KernelGraph, Op, Rank, query
+from rblock.ir.nodes import REDUCE_OPS
 from rblock.plan.config import Config
 
 
@@ -327,7 +327,7 @@ class _Body(ChunkLoop, RowLoop, Totals):
             self.out += self._store(n.attr, ops[0], n.dtype, n.rank, keep=i in self.reread.values())
             return ""
         elif n.op in POINTWISE_OPS:
-            expr = ops[0] if i in self.rounded_by_store else pointwise(n, ops, self.g)
+            expr = ops[0] if i in self.rounded_by_store else pointwise(n, ops, self.g, self.interpret)
             if i in self.kept_exps:
                 expr = slice_exps_rescaled(self.kept_exps[i])
             if expr in ops:  # a no-op cast: reuse the operand's name

@@ -1,13 +1,11 @@
-"""The kernel IR (nodes.py), its invariants (verify.py) and IR -> IR rewrites (passes.py)."""
+"""The kernel IR (nodes.py), its elementwise ops (elementwise.py), its invariants (verify.py) and IR -> IR rewrites
+(passes.py)."""
 
+from rblock.ir.elementwise import ELEMENTWISE, POINTWISE_OPS, Elementwise
 from rblock.ir.nodes import (
-    BINARY_OPS,
-    COMPARE_OPS,
     MEMORY_OPS,
     MULTI_OUTPUT_OPS,
-    POINTWISE_OPS,
     REDUCE_OPS,
-    UNARY_OPS,
     Access,
     Buffer,
     DType,
@@ -18,16 +16,15 @@ from rblock.ir.nodes import (
 )
 
 __all__ = [
-    "BINARY_OPS",
-    "COMPARE_OPS",
+    "ELEMENTWISE",
     "MEMORY_OPS",
     "MULTI_OUTPUT_OPS",
     "POINTWISE_OPS",
     "REDUCE_OPS",
-    "UNARY_OPS",
     "Access",
     "Buffer",
     "DType",
+    "Elementwise",
     "KernelGraph",
     "Node",
     "Op",

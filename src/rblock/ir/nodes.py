@@ -39,7 +39,7 @@ class Op(Enum):
     STORE = auto()  # attr: Access; args: (value,)
     # leaves
     CONST = auto()  # attr: python scalar
-    # pointwise, unary
+    # pointwise (the elementwise ops, all but CAST and BROADCAST, have their records in elementwise.py), unary
     NEG = auto()
     EXP = auto()
     LOG = auto()
@@ -48,6 +48,7 @@ class Op(Enum):
     ABS = auto()
     NOT = auto()
     ISNAN = auto()
+    TANH = auto()
     CAST = auto()  # to node.dtype
     BROADCAST = auto()  # a per-row (or scalar) value repeated along r, so that it can be reduced
     # pointwise, binary
@@ -55,7 +56,6 @@ class Op(Enum):
     SUB = auto()
     MUL = auto()
     DIV = auto()
-    POW = auto()  # args: (base, exponent)
     MAXIMUM = auto()
     MINIMUM = auto()
     EQ = auto()
@@ -81,28 +81,6 @@ class Op(Enum):
     TOTAL_SUM = auto()
 
 
-UNARY_OPS = frozenset({Op.NEG, Op.EXP, Op.LOG, Op.RSQRT, Op.SQRT, Op.ABS, Op.NOT, Op.ISNAN, Op.CAST, Op.BROADCAST})
-BINARY_OPS = frozenset(
-    {
-        Op.ADD,
-        Op.SUB,
-        Op.MUL,
-        Op.DIV,
-        Op.POW,
-        Op.MAXIMUM,
-        Op.MINIMUM,
-        Op.EQ,
-        Op.NE,
-        Op.LT,
-        Op.LE,
-        Op.GT,
-        Op.GE,
-        Op.AND,
-        Op.OR,
-    }
-)
-POINTWISE_OPS = UNARY_OPS | BINARY_OPS | {Op.WHERE}
-COMPARE_OPS = frozenset({Op.EQ, Op.NE, Op.LT, Op.LE, Op.GT, Op.GE, Op.ISNAN})
 REDUCE_OPS = frozenset({Op.SUM, Op.MAX, Op.MIN, Op.ARGMAX, Op.ARGMIN, Op.WELFORD, Op.SOFTMAX_STATS})
 MULTI_OUTPUT_OPS = frozenset({Op.WELFORD, Op.SOFTMAX_STATS})
 MEMORY_OPS = frozenset({Op.LOAD, Op.GATHER, Op.STORE})

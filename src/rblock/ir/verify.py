@@ -2,20 +2,13 @@
 
 from __future__ import annotations
 
-from rblock.ir.nodes import (
-    BINARY_OPS,
-    MEMORY_OPS,
-    MULTI_OUTPUT_OPS,
-    POINTWISE_OPS,
-    REDUCE_OPS,
-    UNARY_OPS,
-    Access,
-    KernelGraph,
-    Op,
-    Rank,
-)
+from rblock.ir.elementwise import ELEMENTWISE, POINTWISE_OPS
+from rblock.ir.nodes import MEMORY_OPS, MULTI_OUTPUT_OPS, REDUCE_OPS, Access, KernelGraph, Op, Rank
 
-_ARITY = {**{op: 1 for op in UNARY_OPS | REDUCE_OPS}, **{op: 2 for op in BINARY_OPS}, Op.WHERE: 3, Op.TOTAL_SUM: 1}
+_ARITY = {
+    **{op: e.arity for op, e in ELEMENTWISE.items()},
+    **{op: 1 for op in REDUCE_OPS | {Op.CAST, Op.BROADCAST, Op.TOTAL_SUM}},
+}
 
 
 def verify(g: KernelGraph) -> KernelGraph:

@@ -10,10 +10,11 @@ import torch
 import torch.fx
 
 from rblock.errors import UnsupportedOperation
-from rblock.ir import Access, Buffer, DType, KernelGraph, Node, Op, Rank
+from rblock.ir import ELEMENTWISE, Access, Buffer, DType, Elementwise, KernelGraph, Node, Op, Rank
 from rblock.ir.nodes import MULTI_OUTPUT_OPS, REDUCE_OPS
 from rblock.trace.axes import VIEWS, _is_source
 from rblock.trace.capture import Captured, reduction_dims
+from rblock.trace.compose import COMPOSED
 
 aten = torch.ops.aten
 
@@ -29,23 +30,14 @@ DTYPES = {
     torch.bool: DType.B1,
 }
 
-_UNARY = {
-    aten.neg.default: Op.NEG,
-    aten.exp.default: Op.EXP,
-    aten.log.default: Op.LOG,
-    aten.rsqrt.default: Op.RSQRT,
-    aten.sqrt.default: Op.SQRT,
-    aten.abs.default: Op.ABS,
-    aten.logical_not.default: Op.NOT,
-    aten.bitwise_not.default: Op.NOT,
-    aten.isnan.default: Op.ISNAN,
+# the aten ops of the elementwise records: one overload ("neg.default"), or every overload of an op ("add")
+_ONE_OVERLOAD = {
+    getattr(getattr(aten, name.partition(".")[0]), name.partition(".")[2]): e
+    for e in ELEMENTWISE.values()
+    for name in e.aten
+    if "." in name
 }
-_BINARY = {
-    "add": Op.ADD, "sub": Op.SUB, "mul": Op.MUL, "div": Op.DIV, "maximum": Op.MAXIMUM, "minimum": Op.MINIMUM,
-    "eq": Op.EQ, "ne": Op.NE, "lt": Op.LT, "le": Op.LE, "gt": Op.GT, "ge": Op.GE,
-    "logical_and": Op.AND, "logical_or": Op.OR, "bitwise_and": Op.AND, "bitwise_or": Op.OR,
-    "add_": Op.ADD, "sub_": Op.SUB, "mul_": Op.MUL, "div_": Op.DIV,
-}  # fmt: skip
+_EVERY_OVERLOAD = {name: e for e in ELEMENTWISE.values() for name in e.aten if "." not in name}
 _CASTS = {aten._to_copy.default, aten.to.dtype, torch.ops.prims.convert_element_type.default}
 _IDENTITY = {aten.clone.default, aten.alias.default, aten.detach.default, aten.contiguous.default}
 
@@ -67,6 +59,15 @@ def _dtype(fn_name: str, t: torch.dtype) -> DType:
     if t not in DTYPES:
         raise UnsupportedOperation(fn_name, f"dtype {t} is not supported (use float32, float16 or bfloat16)")
     return DTYPES[t]
+
+
+def _name(target: object) -> str:
+    return target.overloadpacket.__name__ if hasattr(target, "overloadpacket") else str(target)
+
+
+def _elementwise(target: object) -> Elementwise | None:
+    """The elementwise op an aten op lowers to, if it is one."""
+    return _ONE_OVERLOAD.get(target) or _EVERY_OVERLOAD.get(_name(target))
 
 
 class _Lowering:
@@ -171,10 +172,9 @@ class _Lowering:
     # ---- the walk --------------------------------------------------------------------------------------
     def supported(self, node: torch.fx.Node) -> bool:
         t = node.target
-        if t is operator.getitem or t in VIEWS or t in _IDENTITY or t in _CASTS or t in _UNARY:
+        if t is operator.getitem or t in VIEWS or t in _IDENTITY or t in _CASTS or _elementwise(t):
             return True
-        name = t.overloadpacket.__name__ if hasattr(t, "overloadpacket") else str(t)
-        return name in _BINARY or hasattr(self, f"lower_{name}")
+        return _name(t) in COMPOSED or hasattr(self, f"lower_{_name(t)}")
 
     def run(self) -> Lowered:
         for node in self.cap.gm.graph.nodes:  # name the first unsupported op before anything else can fail
@@ -204,87 +204,25 @@ class _Lowering:
         out_dt = node.meta["val"].dtype if isinstance(node.meta.get("val"), torch.Tensor) else None
         if t in _CASTS:
             return self.cast(self.value(node.args[0]), _dtype(self.fn, out_dt))
-        if t in _UNARY:
-            return self.add(_UNARY[t], (self.value(node.args[0]),), _dtype(self.fn, out_dt))
-        name = t.overloadpacket.__name__ if hasattr(t, "overloadpacket") else str(t)
-        if name in _BINARY:
-            a, b = self.value(node.args[0]), self.value(node.args[1])
+        e = _elementwise(t)
+        if e is not None:
+            args = [self.value(a) for a in node.args[: e.arity]]
             alpha = node.kwargs.get("alpha", 1)
-            if alpha != 1:
-                b = self.add(Op.MUL, (b, self.const(alpha)), self.nodes[b].dtype)
-            if name.startswith("div") and node.kwargs.get("rounding_mode") is not None:
+            if alpha != 1:  # add and sub: the second operand times alpha
+                args[-1] = self.add(Op.MUL, (args[-1], self.const(alpha)), self.nodes[args[-1]].dtype)
+            if node.kwargs.get("rounding_mode") is not None:
                 raise UnsupportedOperation(self.fn, "division with a rounding mode")
-            return self.add(_BINARY[name], (a, b), _dtype(self.fn, out_dt))
+            return self.add(e.op, tuple(args), _dtype(self.fn, out_dt))
+        name = _name(t)
+        dt = _dtype(self.fn, out_dt) if out_dt is not None else None
+        if name in COMPOSED:
+            return COMPOSED[name](self, node, dt)
         handler = getattr(self, f"lower_{name}", None)
         if handler is None:
             raise UnsupportedOperation(self.fn, f"aten op {t} is not supported")
-        return handler(node, _dtype(self.fn, out_dt) if out_dt is not None else None)
+        return handler(node, dt)
 
-    # ---- pointwise ops that are compositions ------------------------------------------------------------
-    def lower_where(self, node, dt):
-        c, a, b = (self.value(x) for x in node.args)
-        return self.add(Op.WHERE, (c, self.cast(a, dt), self.cast(b, dt)), dt)
-
-    def lower_masked_fill(self, node, dt):
-        x, m, v = (self.value(a) for a in node.args)
-        return self.add(Op.WHERE, (m, self.cast(v, dt), x), dt)
-
-    def lower_pow(self, node, dt):
-        x, e = node.args
-        if not isinstance(e, (int, float)) or isinstance(x, (int, float)):
-            raise UnsupportedOperation(self.fn, "pow with a tensor exponent")
-        v = self.value(x)
-        if e == 0.5:
-            return self.add(Op.SQRT, (v,), dt)
-        if e == -0.5:
-            return self.add(Op.RSQRT, (v,), dt)
-        if float(e).is_integer() and 1 <= abs(e) <= 8:
-            out = v
-            for _ in range(int(abs(e)) - 1):
-                out = self.add(Op.MUL, (out, v), dt)
-            return self.add(Op.DIV, (self.const(1.0), out), dt) if e < 0 else out
-        raise UnsupportedOperation(self.fn, f"pow with exponent {e} (integers up to 8 and +-0.5 are supported)")
-
-    def lower_rsub(self, node, dt):
-        a, b = self.value(node.args[0]), self.value(node.args[1])
-        alpha = node.kwargs.get("alpha", 1)
-        if alpha != 1:
-            a = self.add(Op.MUL, (a, self.const(alpha)), self.nodes[a].dtype)
-        return self.add(Op.SUB, (b, a), dt)
-
-    def lower_scalar_tensor(self, node, dt):
-        return self.cast(self.const(node.args[0]), dt)
-
-    def lower_copy(self, node, dt):  # a functionalized `dst.copy_(src)`: src in dst's dtype
-        return self.cast(self.value(node.args[1]), dt)
-
-    def lower_reciprocal(self, node, dt):
-        return self.add(Op.DIV, (self.const(1.0), self.value(node.args[0])), dt)
-
-    def lower_square(self, node, dt):
-        v = self.value(node.args[0])
-        return self.add(Op.MUL, (v, v), dt)
-
-    def lower_sigmoid(self, node, dt):
-        v = self.f32(self.value(node.args[0]))
-        e = self.add(Op.EXP, (self.add(Op.NEG, (v,), DType.F32),), DType.F32)
-        return self.cast(
-            self.add(Op.DIV, (self.const(1.0), self.add(Op.ADD, (self.const(1.0), e), DType.F32)), DType.F32), dt
-        )
-
-    def lower_silu(self, node, dt):
-        v = self.value(node.args[0])
-        return self.cast(self.add(Op.MUL, (self.f32(v), self.lower_sigmoid(node, DType.F32)), DType.F32), dt)
-
-    def lower_relu(self, node, dt):
-        return self.add(Op.MAXIMUM, (self.value(node.args[0]), self.const(0.0)), dt)
-
-    def lower_clamp_min(self, node, dt):
-        return self.add(Op.MAXIMUM, (self.value(node.args[0]), self.value(node.args[1])), dt)
-
-    def lower_clamp_max(self, node, dt):
-        return self.add(Op.MINIMUM, (self.value(node.args[0]), self.value(node.args[1])), dt)
-
+    # ---- gather: one element of each row -----------------------------------------------------------------
     def lower_gather(self, node, dt):
         src, dim, index = node.args
         rank = len(src.meta["val"].shape)
