@@ -1,5 +1,6 @@
 """On a GPU, what tests/test_robustness.py checks in the interpreter: calls and first compiles from many threads at
-once, a changed closure value, a captured tensor, an input updated in place; and the host time a call's guards
+once, a changed closure value, a captured tensor, an input updated in place, tanh (libdevice on the GPU); and the
+host time a call's guards
 cost (time per call of compiled functions that read nothing, a number, a tensor besides their arguments).
 
     python benchmarks/gpu_robustness.py OUT_JSON
@@ -80,7 +81,11 @@ def guards() -> dict:
     a0 = a.double()
     out = rblock.compile(h)(a, b)
     mutated = close(out, torch.softmax(a0 * 2, -1), 1e-5) and close(a, a0 * 2, 1e-6) and close(b, a0 * 2 - 1, 1e-6)
+    soft = rblock.compile(lambda a: torch.logsumexp(30 * torch.tanh(a / 30), -1))
+    big = torch.randn(64, 50257, device=DEV, dtype=torch.bfloat16) * 40
+    soft_capped = close(soft(big), torch.logsumexp(30 * torch.tanh(big.double() / 30), -1), 1e-2)
     return {
+        "soft_capped_logsumexp_tanh": soft_capped,
         "closure_first": first,
         "closure_changed": second,
         "captured_tensor": captured,
