@@ -1,7 +1,7 @@
 """On a GPU, what tests/test_robustness.py checks in the interpreter: calls and first compiles from many threads at
 once, a changed closure value, a captured tensor, an input updated in place, tanh (libdevice on the GPU); and the
-host time a call's guards
-cost (time per call of compiled functions that read nothing, a number, a tensor besides their arguments).
+host time a call's guards cost (time per call of compiled functions that read nothing, a number, a tensor besides
+their arguments).
 
     python benchmarks/gpu_robustness.py OUT_JSON
 """
