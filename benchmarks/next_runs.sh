@@ -5,8 +5,8 @@
 # under $OUT:
 #   OUT=/path bash benchmarks/next_runs.sh STEP
 # Steps:
-#   sweep   rblock alone at every point of the targets, each op group in a process of its own; cross_entropy timed
-#           twice in one cache (the second time its picks are found cached: no tuning right before the timing)
+#   sweep   rblock alone at every point of the targets, each op group in a process of its own (limits that fit an
+#           H100 too: there rms_norm to log_softmax up to 32K took about 190 s, the long rows about 80)
 #   peers   compile, compile_max and Liger beside rblock where a point misses by its ratio alone (runs 1 and 7)
 #   probes  cross_entropy's timed call traced, host time, back to back, flush kinds, trials where the H200 and the
 #           H100 disagree, small batches (runs 0, 2, 4, 5)
@@ -53,17 +53,13 @@ PEERS=rblock,compile,compile_max,liger
 
 case $step in
 sweep)
-    probe ceilings 40 benchmarks/ceilings.py
-    bench rows 150 --providers rblock --ops rms_norm,fused_add_rms_norm,softmax,log_softmax --ns $UP_TO_32K
-    bench rows2 125 --providers rblock --ops layer_norm,sum,var,sum_dim0 --ns $UP_TO_32K
-    cache=$(mktemp -d)
-    (
-        export RBLOCK_CACHE_DIR=$cache TRITON_CACHE_DIR=$cache/triton
-        bench ce 100 --providers rblock --graphs --keep-cache --ops cross_entropy \
-            --ns 4096,8192,16384,32768,50257,65536,128256,131072,151936,256000,262144
-        bench ce_again 35 --providers rblock --graphs --keep-cache --ops cross_entropy --ns 4096,8192,16384,32768
-    )
-    bench big 70 --providers rblock --ops rms_norm,layer_norm,softmax,log_softmax,fused_add_rms_norm \
+    probe ceilings 35 benchmarks/ceilings.py
+    bench rows 95 --providers rblock --ops rms_norm,fused_add_rms_norm --ns $UP_TO_32K
+    bench rows_sm 95 --providers rblock --ops softmax,log_softmax --ns $UP_TO_32K
+    bench rows2 120 --providers rblock --ops layer_norm,sum,var,sum_dim0 --ns $UP_TO_32K
+    bench ce 95 --providers rblock --graphs --ops cross_entropy \
+        --ns 4096,8192,16384,32768,50257,65536,128256,131072,151936,256000,262144
+    bench big 85 --providers rblock --ops rms_norm,layer_norm,softmax,log_softmax,fused_add_rms_norm \
         --ns 65536,131072,262144
     bench few "$(left 575)" --providers rblock --graphs --ops sum,var --ns 4194304,16777216
     ;;
