@@ -89,12 +89,18 @@ class ReduceKind:
     Looped kernels: `accumulators` (their suffixes, initial values and types), `update` (one chunk folded into
     them), `finish` (the result after the loop). Single pass: `single`, from the row's tiles in registers. Split row
     (the kinds whose `ir.reductions.Reduction.splits`): `partial` (a slice's results, tmp{i}_p0 and _p1) and
-    `combine` (the row's, from every slice's). `grouped` and `peels` are what the loop's layout asks of a kind."""
+    `combine` (the row's, from every slice's). `grouped`, `peels`, `wide_groups` and `wide_lanes` are what a
+    looped pass's layout asks of a kind (`chunk_loop.ChunkLoop`)."""
 
     peels: ClassVar[bool] = False  # mean-variance: a pass's first chunk, taken before the loop, sets each lane's shift
+    wide_groups: ClassVar[bool] = False  # `update` takes a tile of `reps` chunks in groups of a thread's vectors
 
     def grouped(self, src: DType) -> bool:
         """Whether a thread's contiguous elements of a chunk may share one accumulator (`reductions.stats_group`)."""
+        return False
+
+    def wide_lanes(self, src: DType, peeled: bool) -> bool:
+        """Whether `update` takes a tile of `reps` chunks, adding them lane by lane (in groups of 1)."""
         return False
 
     def accumulators(self, src: DType, ridx: str, peeled: bool) -> list[tuple[str, str, str]]:
@@ -167,6 +173,9 @@ class Sum(ReduceKind):
     """Float sums in fp32 (rounded to a 16-bit result's dtype), bools and ints in int64."""
 
     def grouped(self, src: DType) -> bool:
+        return src.is_float
+
+    def wide_lanes(self, src: DType, peeled: bool) -> bool:
         return src.is_float
 
     def accumulators(self, src: DType, ridx: str, peeled: bool) -> list[tuple[str, str, str]]:

@@ -30,6 +30,9 @@ class Welford(ReduceKind):
 
     peels: ClassVar[bool] = True
 
+    def wide_lanes(self, src: DType, peeled: bool) -> bool:
+        return peeled
+
     def accumulators(self, src: DType, ridx: str, peeled: bool) -> list[tuple[str, str, str]]:
         counted = [] if peeled else [("_shift", "0", "tl.float32"), ("_n", "0", "tl.float32")]
         return [("_dsum", "0", "tl.float32"), ("_d2", "0", "tl.float32"), *counted]
@@ -171,6 +174,8 @@ class SoftmaxStats(ReduceKind):
     exp, a multiply-add and an add per element. With `reps` > 1 a group is a thread's `reps` vectors of `group`
     elements in a chunk of `width` (viewed as [XBLOCK, reps, threads, group], Triton's layout of a row tile), so the
     group's max waits on all of them: their loads go out together."""
+
+    wide_groups: ClassVar[bool] = True
 
     def grouped(self, src: DType) -> bool:
         return True
