@@ -248,3 +248,10 @@ class SoftmaxStats(ReduceKind):
             f"{t}_0 = tl.where({t}_max == {NINF}, 0.0, {t}_max)",
             f"{t}_1 = tl.sum(tl.where({t}_q0 == {NINF}, 0.0, {t}_q1 * _exp_minus({t}_q0, {t}_0)), {ax}){keep}",
         ]
+
+
+def slice_exps_rescaled(i: int) -> str:
+    """split_row: softmax's e^(v - max) from the slice's e^(v - its own max), kept from `SoftmaxStats.partial`, times
+    one factor per row: one exp per element instead of two (a slice with no finite value has none: 0)."""
+    t = f"tmp{i}"
+    return f"{t}_e * tl.where({t}_p0 == {NINF}, 0.0, _exp_minus({t}_shift, {t}_0))"

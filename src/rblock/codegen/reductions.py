@@ -56,13 +56,6 @@ def split_row_partial(g: KernelGraph, i: int, v: str, walked: bool = False) -> l
     return _kind(g, i).partial(g, i, v, walked)
 
 
-def slice_exps_rescaled(i: int) -> str:
-    """split_row: e^(v - max) from the slice's e^(v - its own max), kept from split_row_partial, times one factor per
-    row: one exp per element instead of two (a slice with no finite value has none: 0)."""
-    t = f"tmp{i}"
-    return f'{t}_e * tl.where({t}_p0 == float("-inf"), 0.0, _exp_minus({t}_shift, {t}_0))'
-
-
 def split_row_combine(
     g: KernelGraph, i: int, ws: list[int], parts: int, spins: int | None = None, walked: bool = False
 ) -> list[str]:
