@@ -8,8 +8,12 @@ import torch
 import rblock
 from conftest import check_against_torch
 from rblock.analysis import analyze
+from rblock.codegen.reduce_kind import ReduceKind
+from rblock.codegen.reductions import KINDS
 from rblock.compiler import recording
+from rblock.ir import REDUCE_OPS
 from rblock.ir.passes import dead_code, simplify_dims
+from rblock.ir.reductions import REDUCTIONS
 from rblock.ir.split import can_split, split, split_chunks
 from rblock.ir.verify import verify
 from rblock.plan import DEFAULT, plan
@@ -70,6 +74,15 @@ def test_what_cannot_be_split():
     x = torch.randn(2, 64)
     assert not can_split(graph_of(lambda x: (x - x.mean(-1, keepdim=True)).abs().sum(-1), x))  # two levels
     assert split_chunks(4096, 100) == 64 and split_chunks(50257, 64) == 64 and split_chunks(3, 64) == 2
+
+
+def test_each_reduction_kind_has_one_record_per_layer():
+    """The IR's and codegen's records cover every reduction; the kinds whose slices combine have split-row forms."""
+    assert set(REDUCTIONS) == set(KINDS) == REDUCE_OPS
+    for op in REDUCE_OPS:
+        kind = type(KINDS[op])
+        forms = (kind.partial is not ReduceKind.partial, kind.combine is not ReduceKind.combine)
+        assert forms == (REDUCTIONS[op].splits,) * 2, op
 
 
 def test_planner_splits_few_rows_and_column_sums():

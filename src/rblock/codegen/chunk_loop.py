@@ -9,8 +9,8 @@ pass of grouped softmax statistics, or of sums and mean-variance, takes its unro
 
 from __future__ import annotations
 
-from rblock.codegen.reductions import acc_finish, acc_init, acc_update, peels_first_chunk, stats_group
-from rblock.ir import Op, Rank, query
+from rblock.codegen.reductions import KINDS, acc_finish, acc_init, acc_update, peels_first_chunk, stats_group
+from rblock.ir import Rank, query
 from rblock.ir.nodes import REDUCE_OPS
 from rblock.ir.query import VECTOR_BYTES
 
@@ -33,7 +33,7 @@ class ChunkLoop:
         u, end = self.cfg.unroll, g.rnumel + self.vec - 1  # a walk from the boundary below covers vec - 1 more
         reps = self._wide_reps(targets, groups, uniform, peeled)
         if reps > 1:  # a wide pass's sums fold its chunks lane by lane instead
-            groups = {r: 1 if g.nodes[r].op == Op.SUM else n for r, n in groups.items()}
+            groups = {r: 1 if self._wide_lanes(r, peeled) else n for r, n in groups.items()}
         width = f"RBLOCK * {u}" if reps > 1 else "RBLOCK"
         self.out += [line for r in reductions for line in acc_init(g, r, groups[r], peeled, reps, width)]
         chunk, first = ("rwide", width) if reps > 1 else ("rbase", "RBLOCK")
@@ -95,18 +95,19 @@ class ChunkLoop:
         # not assign them: a wide pass peels only as the last pass, and follows no pass that peeled
         if self.peeled or (peeled and self.pass_index < len(self.loop_uses) - 1):
             return 1
-        if all(g.nodes[t].op == Op.SOFTMAX_STATS and groups[t] >= 2 for t in targets):
+        if all(t in groups and KINDS[g.nodes[t].op].wide_groups and groups[t] >= 2 for t in targets):
             return cfg.unroll * cfg.RBLOCK // (32 * cfg.num_warps * min(groups.values()))
-        sums = all(
-            (g.nodes[t].op == Op.SUM and g.nodes[g.nodes[t].args[0]].dtype.is_float)
-            or (g.nodes[t].op == Op.WELFORD and peeled)
-            for t in reductions
-        )
+        sums = all(self._wide_lanes(t, peeled) for t in reductions)
         # a chunk spans whole rounds of the threads' widest vectors: a thread's elements of every chunk of the tile
         # lie at the same lanes of its accumulators, so the fold needs no exchange between threads
         itemsize = min((g.nodes[j].dtype.itemsize for j in self.loop_uses[self.pass_index]), default=4)
         rounds = cfg.RBLOCK % (32 * cfg.num_warps * VECTOR_BYTES // itemsize) == 0
         return cfg.unroll if sums and rounds else 1
+
+    def _wide_lanes(self, r: int, peeled: bool) -> bool:
+        """Whether reduction r's chunks in a wide pass are added lane by lane (float sums, peeled mean-variance)."""
+        n = self.g.nodes[r]
+        return KINDS[n.op].wide_lanes(self.g.nodes[n.args[0]].dtype, peeled)
 
     def _chunk(
         self,

@@ -31,7 +31,8 @@ from rblock.codegen.emit import (
     pointwise,
     shifted_exp,
 )
-from rblock.codegen.reductions import exchanges_words, single_pass, slice_exps_rescaled
+from rblock.codegen.reduce_online import slice_exps_rescaled
+from rblock.codegen.reductions import exchanges_words, single_pass
 from rblock.codegen.row_loop import RowLoop, exchange_args
 from rblock.codegen.spec import KernelSpec, Phase
 from rblock.codegen.totals import Totals

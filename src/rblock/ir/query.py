@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from rblock.ir.nodes import REDUCE_OPS, DType, KernelGraph, Op, Rank
+from rblock.ir.reductions import REDUCTIONS
 
 
 def reduction_levels(g: KernelGraph) -> dict[int, int]:
@@ -124,15 +125,12 @@ def read_back(g: KernelGraph) -> dict[int, int]:
     return {v: s for v, s in early.items() if v in later}
 
 
-SPLIT_ROW_OPS = frozenset({Op.SUM, Op.MAX, Op.MIN, Op.WELFORD, Op.SOFTMAX_STATS})
-
-
 def can_split_row(g: KernelGraph) -> bool:
     """Whether programs holding slices of a row can finish it from each other's partial results: one level of
-    reductions, each with a combine of slice results (sum, max, min, mean/M2, max/sum-exp), and no sums over rows."""
+    reductions, each with a combine of slice results (`Reduction.splits`), and no sums over rows."""
     levels = reduction_levels(g)
     one_level = bool(levels) and set(levels.values()) == {1}
-    return one_level and all(g.nodes[r].op in SPLIT_ROW_OPS for r in levels) and not totals(g)
+    return one_level and all(REDUCTIONS[g.nodes[r].op].splits for r in levels) and not totals(g)
 
 
 def totals(g: KernelGraph) -> list[int]:

@@ -7,7 +7,8 @@ combines them, and runs everything that came after the reductions. The input is 
 `chunks` floats per row and reduction. A kernel that also writes full-size outputs (a norm, a softmax) gets a
 stage 3: stage 2 stores each row's combined results, and stage 3 walks the slices again to write those outputs,
 reading the input a second time, as a looped kernel does. Slices are equal but for the last, which may be short (a
-masked tail): the mean/M2 combine of Welford weighs it by its own count.
+masked tail): the mean/M2 combine of Welford weighs it by its own count. Each reduction's combine is its record's
+(`ir/reductions.py`).
 """
 
 from __future__ import annotations
@@ -15,11 +16,11 @@ from __future__ import annotations
 import math
 from collections.abc import Callable
 from dataclasses import dataclass, replace
+from functools import partial
 
-from rblock.ir.nodes import MULTI_OUTPUT_OPS, Access, Buffer, DType, KernelGraph, Node, Op, Rank
-from rblock.ir.query import reduction_levels
-
-SPLITTABLE = frozenset({Op.SUM, Op.MAX, Op.MIN, Op.WELFORD, Op.SOFTMAX_STATS})
+from rblock.ir.nodes import MULTI_OUTPUT_OPS, REDUCE_OPS, Access, Buffer, DType, KernelGraph, Node, Op, Rank
+from rblock.ir.query import can_split_row, reduction_levels
+from rblock.ir.reductions import REDUCTIONS, Slices
 
 
 @dataclass(frozen=True, slots=True)
@@ -33,16 +34,9 @@ class SplitKernels:
 
 
 def can_split(g: KernelGraph) -> bool:
-    """One r dim, one level of SUM/MAX/MIN/WELFORD/SOFTMAX_STATS reductions, no gathers (whose positions are
-    along the whole row, not a slice) and no sums over rows (made by the kernel that finishes the rows)."""
-    levels = reduction_levels(g)
-    return (
-        len(g.r_sizes) == 1
-        and not any(n.op in (Op.GATHER, Op.TOTAL_SUM) for n in g.nodes)
-        and bool(levels)
-        and set(levels.values()) == {1}
-        and all(g.nodes[r].op in SPLITTABLE for r in levels)
-    )
+    """What a split row needs (`query.can_split_row`: one level of reductions that combine slice results, no sums
+    over rows), with one r dim and no gathers (whose positions are along the whole row, not a slice)."""
+    return len(g.r_sizes) == 1 and not any(n.op == Op.GATHER for n in g.nodes) and can_split_row(g)
 
 
 def split_chunks(rnumel: int, wanted: int) -> int:
@@ -67,11 +61,11 @@ def split(g: KernelGraph, chunks: int) -> SplitKernels:
     per_chunk = -(-g.rnumel // chunks)
     n_in = len(g.inputs)
     reductions = sorted(reduction_levels(g))
-    parts = {r: (2 if g.nodes[r].op in MULTI_OUTPUT_OPS else 1) for r in reductions}
+    parts = {r: REDUCTIONS[g.nodes[r].op].outputs for r in reductions}
     partials: list[Buffer] = []
     slot: dict[tuple[int, int], int] = {}  # (reduction, part) -> index among the partials (and combined results)
     for r in reductions:
-        two = g.nodes[r].op in MULTI_OUTPUT_OPS
+        two = parts[r] == 2
         dt = DType.F32 if g.nodes[r].dtype.is_float or two else g.nodes[r].dtype
         for k in range(parts[r]):
             slot[(r, k)] = len(partials)
@@ -134,59 +128,25 @@ def split(g: KernelGraph, chunks: int) -> SplitKernels:
         acc = Access(n_in + slot[(r, k)], 0, x_part[1:], (x_part[0],))
         return add(Node(Op.LOAD, (), partials[slot[(r, k)]].dtype, Rank.FULL, acc))
 
-    def last_part(r: int, k: int) -> Access:  # the row's last slice's partial result
-        return Access(n_in + slot[(r, k)], (chunks - 1) * x_part[0], x_part[1:], (0,))
+    def last_part(r: int, k: int) -> int:  # the row's last slice's partial result
+        acc = Access(n_in + slot[(r, k)], (chunks - 1) * x_part[0], x_part[1:], (0,))
+        return add(Node(Op.LOAD, (), partials[slot[(r, k)]].dtype, Rank.ROW, acc))
 
     def const(value: float) -> int:
         return add(Node(Op.CONST, (), DType.F32, Rank.SCALAR, value))
 
     combined: dict[int, int | tuple[int, int]] = {}
+    short = chunks * per_chunk - g.rnumel
     for r in reductions:
-        op = g.nodes[r].op
-        if op == Op.WELFORD:
-            # slices of n_c = per_chunk elements but the last, `short` fewer: mean = sum(n_c * mean_c) / rnumel,
-            # m2 = sum(m2_c) + sum(n_c * (mean_c - mean)^2), the last slice's terms taken `short` times less
-            means, m2s = load_part(r, 0), load_part(r, 1)
-            short = chunks * per_chunk - g.rnumel
-            total = add(Node(Op.SUM, (means,), DType.F32, Rank.ROW))
-            weighted = add(Node(Op.MUL, (total, const(float(per_chunk))), DType.F32, Rank.ROW))
-            if short:
-                last = add(Node(Op.LOAD, (), DType.F32, Rank.ROW, last_part(r, 0)))
-                less = add(Node(Op.MUL, (last, const(float(short))), DType.F32, Rank.ROW))
-                weighted = add(Node(Op.SUB, (weighted, less), DType.F32, Rank.ROW))
-            mean = add(Node(Op.DIV, (weighted, const(float(g.rnumel))), DType.F32, Rank.ROW))
-            dev = add(Node(Op.SUB, (means, mean), DType.F32, Rank.FULL))
-            spread = add(Node(Op.SUM, (add(Node(Op.MUL, (dev, dev), DType.F32, Rank.FULL)),), DType.F32, Rank.ROW))
-            spread = add(Node(Op.MUL, (spread, const(float(per_chunk))), DType.F32, Rank.ROW))
-            if short:
-                off = add(Node(Op.SUB, (last, mean), DType.F32, Rank.ROW))
-                off2 = add(Node(Op.MUL, (off, off), DType.F32, Rank.ROW))
-                less = add(Node(Op.MUL, (off2, const(float(short))), DType.F32, Rank.ROW))
-                spread = add(Node(Op.SUB, (spread, less), DType.F32, Rank.ROW))
-            within = add(Node(Op.SUM, (m2s,), DType.F32, Rank.ROW))
-            combined[r] = (mean, add(Node(Op.ADD, (within, spread), DType.F32, Rank.ROW)))
-        elif op == Op.SOFTMAX_STATS:
-            # each slice's (max, sum of e^(v - max)), its max 0 when it holds -inf alone (its sum then 0: any other
-            # slice holds e^0 = 1); the row's: the largest max, the sums scaled to it
-            maxes, sums = load_part(r, 0), load_part(r, 1)
-            ninf, zero = const(-math.inf), const(0.0)
-            empty = add(Node(Op.EQ, (sums, zero), DType.B1, Rank.FULL))
-            maxes = add(Node(Op.WHERE, (empty, ninf, maxes), DType.F32, Rank.FULL))
-            top = add(Node(Op.MAX, (maxes,), DType.F32, Rank.ROW))
-            none = add(Node(Op.EQ, (top, ninf), DType.B1, Rank.ROW))
-            shift = add(Node(Op.WHERE, (none, zero, top), DType.F32, Rank.ROW))
-            gap = add(Node(Op.SUB, (maxes, shift), DType.F32, Rank.FULL))
-            terms = add(Node(Op.MUL, (sums, add(Node(Op.EXP, (gap,), DType.F32, Rank.FULL))), DType.F32, Rank.FULL))
-            combined[r] = (shift, add(Node(Op.SUM, (terms,), DType.F32, Rank.ROW)))
-        else:
-            combined[r] = add(Node(op, (load_part(r, 0),), g.nodes[r].dtype, Rank.ROW))
+        slices = Slices(add, partial(load_part, r), partial(last_part, r), const, per_chunk, short, g.rnumel)
+        combined[r] = REDUCTIONS[g.nodes[r].op].combine(slices, g.nodes[r])
     out_shift = len(partials)  # outputs move behind the partials in the second kernel's buffers
     post: dict[int, int] = {}
     for i, n in enumerate(g.nodes):
         if i in combined and isinstance(combined[i], int):
             post[i] = combined[i]
             continue
-        if i in combined or n.rank == Rank.FULL or n.op in SPLITTABLE:
+        if i in combined or n.rank == Rank.FULL or n.op in REDUCE_OPS:
             continue  # full-size values and the reductions themselves live in stages 1 and 3
         if n.op == Op.GETITEM and g.nodes[n.args[0]].op in MULTI_OUTPUT_OPS:
             post[i] = combined[n.args[0]][n.attr]
@@ -231,7 +191,7 @@ def _outputs_by_slice(
             remap[i] = len(nodes)
             nodes.append(Node(Op.LOAD, (), rows[slot[key]].dtype, Rank.ROW, acc))
             continue
-        if n.op in SPLITTABLE or n.op == Op.STORE and n.rank != Rank.FULL:
+        if n.op in REDUCE_OPS or n.op == Op.STORE and n.rank != Rank.FULL:
             continue  # reductions are read back; per-row outputs were stored by stage 2
         n = sliced(n, out_shift=len(rows))
         remap[i] = len(nodes)
