@@ -556,3 +556,63 @@ def test_triton_imported_before_rblock_without_a_gpu_is_a_clear_error(tmp_path):
 def test_config_register_cap_must_be_none_or_within_what_ptxas_takes(value):
     with pytest.raises(ValueError, match=r"^rblock\.Config: maxnreg must be 0 \(no cap\) or 16 to 255"):
         rblock.Config("persistent", 1, 64, 2, maxnreg=value)
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# Messages describe a value, never print its data
+# ---------------------------------------------------------------------------------------------------------------
+
+# 1000 values, each of which a printed tensor would show
+DATA = torch.arange(1000.0) + 123456.0
+DATA_SHOWN = "a tensor of shape [1000] and dtype float32"
+
+
+@pytest.mark.parametrize(
+    ("op", "argument", "call"),
+    [
+        ("cross_entropy", "ignore_index", lambda v: rblock.cross_entropy(x2d(), torch.zeros(4, dtype=LONG), v)),
+        ("cross_entropy", "reduction", lambda v: rblock.cross_entropy(x2d(), torch.zeros(4, dtype=LONG), -1, v)),
+        (
+            "cross_entropy",
+            "label_smoothing",
+            lambda v: rblock.cross_entropy(x2d(), torch.zeros(4, dtype=LONG), label_smoothing=v),
+        ),
+        ("sum", "dim", lambda v: rblock.sum(x2d(), v)),
+        ("softmax", "dim", lambda v: rblock.softmax(x2d(), v)),
+        ("sum", "keepdim", lambda v: rblock.sum(x2d(), -1, v)),
+        ("softmax", "dtype", lambda v: rblock.softmax(x2d(), -1, v)),
+        ("rms_norm", "normalized_shape", lambda v: rblock.rms_norm(x2d(), v)),
+        ("rms_norm", "eps", lambda v: rblock.rms_norm(x2d(), 8, None, v)),
+        ("var", "correction", lambda v: rblock.var(x2d(), -1, correction=v)),
+        ("std", "unbiased", lambda v: rblock.std(x2d(), -1, unbiased=v)),
+    ],
+    ids=lambda v: v if isinstance(v, str) else "",
+)
+def test_a_tensor_in_the_wrong_place_is_described_not_printed(op, argument, call):
+    with pytest.raises(rblock.InvalidArgument, match=rf"^rblock\.{op}: {argument} ") as e:
+        call(DATA)
+    assert DATA_SHOWN in str(e.value) and "123456" not in str(e.value), str(e.value)
+
+
+def test_class_weights_passed_as_ignore_index_say_where_they_go():
+    """cross_entropy(logits, target, weight): PyTorch's third argument is weight, rblock's is ignore_index."""
+    pattern = rf"^rblock\.cross_entropy: ignore_index must be an int, got {re.escape(DATA_SHOWN)} \(class weights go by"
+    with pytest.raises(rblock.InvalidArgument, match=pattern):
+        rblock.cross_entropy(x2d(), torch.zeros(4, dtype=LONG), DATA)
+
+
+@pytest.mark.parametrize(
+    ("call", "shown"),
+    [
+        (lambda: rblock.sum(x2d(), [0] * 10_000), "repeats a dim: a list of 10000 items"),
+        (lambda: rblock.rms_norm(x2d(), [8] * 10_000), "normalized_shape is a list of 10000 items"),
+        (lambda: rblock.cross_entropy(x2d(), torch.zeros(4, dtype=LONG), reduction="m" * 10_000), "10000 characters"),
+        (lambda: rblock.sum(list(range(10_000)), 0), "x must be a torch.Tensor, got a list of 10000 items"),
+        (lambda: rblock.var(x2d(), -1, correction=10**5000), "correction is an int of 16610 bits, too large"),
+    ],
+    ids=["dim", "normalized_shape", "reduction", "x", "correction"],
+)
+def test_a_large_object_in_a_message_is_described_by_its_size(call, shown):
+    with pytest.raises(rblock.InvalidArgument) as e:
+        call()
+    assert shown in str(e.value) and len(str(e.value)) < 300, str(e.value)
