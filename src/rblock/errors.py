@@ -19,6 +19,10 @@ class InvalidDtype(InvalidArgument, TypeError):
     """A tensor has a dtype the op does not support."""
 
 
+class InvalidType(InvalidArgument, TypeError):
+    """An argument is of a type the op does not take (a string where a bool belongs, a dict for a Config)."""
+
+
 class UnsupportedOperation(RBlockError, NotImplementedError):
     """The traced function uses something rblock cannot put in one fused reduction kernel."""
 
