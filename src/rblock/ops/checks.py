@@ -12,6 +12,11 @@ from rblock.runtime import device
 FLOATS = (torch.float32, torch.float16, torch.bfloat16)
 
 
+def dtype_name(dtype: torch.dtype) -> str:
+    """float32, not torch.float32."""
+    return str(dtype).removeprefix("torch.")
+
+
 def tensor(op: str, name: str, t: object, dtypes: tuple[torch.dtype, ...] = FLOATS, min_dim: int = 1) -> torch.Tensor:
     if not isinstance(t, torch.Tensor):
         raise InvalidArgument(op, name, f"must be a torch.Tensor, got {describe(t)}")
