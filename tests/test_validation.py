@@ -9,6 +9,7 @@ import torch.nn.functional as F
 
 import rblock
 from conftest import DTYPE_IDS, check_against_torch
+from rblock.ops.registry import OPS
 
 FLOATS = [torch.float32, torch.bfloat16, torch.float16]
 
@@ -62,3 +63,63 @@ def test_layer_norm_parameter_dtype_message(x_dtype, w_dtype, b_dtype, message):
     b = None if b_dtype is None else torch.zeros(8, dtype=b_dtype)
     with pytest.raises(rblock.InvalidDtype, match=r"^rblock\.layer_norm: " + message.replace("(", r"\(")):
         rblock.layer_norm(x, (8,), w, b)
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# explain: rblock's ops, and any function that calls compiled kernels
+# ---------------------------------------------------------------------------------------------------------------
+
+REPORT_KEYS = {"strategy", "hint", "xnumel", "rnumel", "features", "candidates", "chosen", "ir", "source"}
+
+
+def test_explain_of_an_op_reports_its_kernel():
+    report = rblock.explain(rblock.softmax, torch.randn(6, 300), -1)
+    assert REPORT_KEYS <= report.keys() and "kernels" not in report
+    assert (report["xnumel"], report["rnumel"]) == (6, 300)
+    assert "@triton.jit" in report["source"] and report["candidates"]
+
+
+def test_explain_of_an_op_of_two_kernels_reports_each():
+    """cross_entropy's mean is a second kernel over the rows' losses: the report keeps the first kernel's keys at the
+    top (as for one kernel) and lists both, in the order they ran."""
+    report = rblock.explain(rblock.cross_entropy, torch.randn(6, 300), torch.zeros(6, dtype=torch.int64))
+    first, mean = report["kernels"]
+    assert REPORT_KEYS <= first.keys() and {k: report[k] for k in first} == first
+    assert (first["xnumel"], first["rnumel"], mean["rnumel"]) == (6, 300, 6)
+    assert "cross_entropy_mean" in mean["ir"] and "@triton.jit" in mean["source"]
+
+
+@pytest.mark.parametrize("name", sorted(OPS))
+def test_explain_of_every_op(name):
+    spec = OPS[name]
+    report = rblock.explain(spec.run, spec.make_inputs(3, 40, torch.float32, "cpu"), -1)
+    for kernel in report.get("kernels", [report]):
+        assert REPORT_KEYS <= kernel.keys() and "@triton.jit" in kernel["source"]
+
+
+def test_explain_of_a_function_that_calls_an_op():
+    def scaled_norm(x, w):
+        return rblock.rms_norm(x, (300,), w) * 2.0
+
+    report = rblock.explain(scaled_norm, torch.randn(5, 300), torch.randn(300))
+    assert (report["xnumel"], report["rnumel"]) == (5, 300) and "kernels" not in report
+
+
+def test_explain_of_an_op_follows_the_settings_and_leaves_its_results_alone():
+    x = torch.randn(5, 300)
+    with rblock.settings(strategy="looped"):
+        report = rblock.explain(rblock.log_softmax, x, 1)
+        got = rblock.log_softmax(x, 1)
+    assert report["chosen"].startswith("looped") and all(c["kind"] == "looped" for c in report["candidates"])
+    torch.testing.assert_close(got, torch.log_softmax(x, 1), atol=1e-5, rtol=1e-5)
+
+
+def test_explain_of_an_op_checks_its_arguments_as_the_op_does():
+    with pytest.raises(rblock.InvalidArgument, match=r"^rblock\.softmax: dim is 2, but x has 2 dims"):
+        rblock.explain(rblock.softmax, torch.randn(4, 8), 2)
+
+
+@pytest.mark.parametrize("fn", [torch.randn(4, 8), "softmax", None], ids=["tensor", "name", "None"])
+def test_explain_of_something_not_callable(fn):
+    with pytest.raises(rblock.InvalidArgument, match=r"^rblock\.explain: fn must be a function or an rblock\.compile"):
+        rblock.explain(fn, torch.randn(4, 8))

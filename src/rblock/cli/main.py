@@ -54,13 +54,13 @@ def _inputs(args):
 
 def cmd_run(args) -> int:
     import rblock
-    from rblock.compiler import recording
+    from rblock.explain import recorded
     from rblock.ops.registry import max_rel_error
     from rblock.runtime import device
 
     spec, inputs = _inputs(args)
-    with rblock.settings(strategy=args.strategy), recording() as log:
-        out = spec.run(inputs, args.dim)
+    with rblock.settings(strategy=args.strategy):
+        out, log = recorded(lambda: spec.run(inputs, args.dim))
     ref = spec.reference(inputs, args.dim)
     err = max_rel_error(out, ref)
     kernels = [{"strategy": c.config.kind, "config": str(c.config)} for c in log]
@@ -86,15 +86,14 @@ def cmd_run(args) -> int:
 
 def cmd_explain(args) -> int:
     import rblock
-    from rblock.compiler import recording
-    from rblock.explain import report
+    from rblock.explain import combined, recorded, report
 
     spec, inputs = _inputs(args)
-    with rblock.settings(strategy=args.strategy), recording(launch=False) as log:
-        spec.run(inputs, args.dim)
+    with rblock.settings(strategy=args.strategy):
+        _, log = recorded(lambda: spec.run(inputs, args.dim), launch=False)
     reports = [report(c) for c in log]
     if args.json:
-        print(json.dumps(reports[0] if len(reports) == 1 else {**reports[0], "kernels": reports}))
+        print(json.dumps(combined(reports)))
         return 0
     for r in reports:
         print(r["ir"])
