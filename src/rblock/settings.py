@@ -9,6 +9,7 @@ Environment variables (also tabled in docs/env_vars.md):
   launch is co-resident).
 - RBLOCK_PDL: 0 launches every kernel only after the one before it has finished; 1 (default) lets a kernel be
   scheduled while the one before it ends, on GPUs that can (compute capability 9.0 on).
+- RBLOCK_DEBUG: 1 makes the `rblock` command print an error's traceback before its one-line message.
 - RBLOCK_COMPILE_WORKERS: how many processes compile the tuner's candidates (default: the CPUs this process may run
   on, shared among the LOCAL_WORLD_SIZE processes a launcher such as torchrun starts on a machine, at most 16; none
   with one CPU); 0 compiles them on threads of this process.
@@ -45,6 +46,10 @@ def force_interpret() -> bool:
 
 def dependent_launches_by_env() -> bool:
     return os.environ.get("RBLOCK_PDL", "1") != "0"
+
+
+def debug() -> bool:
+    return os.environ.get("RBLOCK_DEBUG", "0") == "1"
 
 
 def compile_workers() -> int:
