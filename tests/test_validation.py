@@ -123,3 +123,99 @@ def test_explain_of_an_op_checks_its_arguments_as_the_op_does():
 def test_explain_of_something_not_callable(fn):
     with pytest.raises(rblock.InvalidArgument, match=r"^rblock\.explain: fn must be a function or an rblock\.compile"):
         rblock.explain(fn, torch.randn(4, 8))
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# Tensors whose memory is not their values
+# ---------------------------------------------------------------------------------------------------------------
+
+
+def negative_view(*shape: int) -> torch.Tensor:
+    """A float tensor whose values are its memory negated (PyTorch's neg bit): a conjugated complex tensor's .imag."""
+    v = torch.randn(*shape, dtype=torch.complex64).conj().imag
+    assert v.is_neg() and v.dtype == torch.float32
+    return v
+
+
+@pytest.mark.parametrize(
+    ("op", "argument", "call"),
+    [
+        ("sum", "x", lambda v: rblock.sum(v, -1)),
+        ("softmax", "x", lambda v: rblock.softmax(v, -1)),
+        ("rms_norm", "weight", lambda v: rblock.rms_norm(torch.randn(4, 8), (8,), v[0])),
+        ("layer_norm", "bias", lambda v: rblock.layer_norm(torch.randn(4, 8), (8,), None, v[0])),
+        ("cross_entropy", "logits", lambda v: rblock.cross_entropy(v, torch.zeros(4, dtype=torch.int64))),
+    ],
+    ids=lambda v: v if isinstance(v, str) else "",
+)
+def test_a_negative_view_is_refused_where_its_signs_would_be_lost(op, argument, call):
+    """The kernels read memory: a negative view's values would come out with every sign flipped, without a word."""
+    with pytest.raises(rblock.InvalidArgument, match=rf"^rblock\.{op}: {argument} is a negative view .*resolve_neg"):
+        call(negative_view(4, 8))
+
+
+def test_a_resolved_negative_view_gives_pytorchs_values():
+    v = negative_view(4, 8).resolve_neg()
+    torch.testing.assert_close(rblock.sum(v, -1), v.sum(-1))
+
+
+@pytest.mark.parametrize(
+    ("make", "shown"),
+    [
+        (lambda x: x.to_sparse(), "has layout sparse_coo; rblock takes dense \\(strided\\) tensors: pass t.to_dense"),
+        (lambda x: x.to_sparse_csr(), "has layout sparse_csr"),
+        (lambda x: torch.nested.nested_tensor(list(x)), "is a nested tensor"),
+        (lambda x: torch.nested.nested_tensor(list(x), layout=torch.jagged), "is a nested tensor"),
+        pytest.param(
+            lambda x: x.to_mkldnn(),
+            "has layout _mkldnn",
+            marks=pytest.mark.skipif(not torch.backends.mkldnn.is_available(), reason="no oneDNN"),
+        ),
+    ],
+    ids=["sparse_coo", "sparse_csr", "nested", "jagged", "mkldnn"],
+)
+@pytest.mark.filterwarnings("ignore::UserWarning")  # nested tensors are a prototype
+def test_a_tensor_that_is_not_dense_is_refused_by_name(make, shown):
+    with pytest.raises(rblock.InvalidArgument, match=rf"^rblock\.amax: x {shown}"):
+        rblock.amax(make(torch.randn(4, 8)), -1)
+    with pytest.raises(rblock.InvalidArgument, match=rf"^rblock\.layer_norm: weight {shown}"):
+        rblock.layer_norm(torch.randn(4, 8), (8,), make(torch.randn(1, 8)))  # refused before its shape is
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# Numbers PyTorch takes, or refuses
+# ---------------------------------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("correction", [8, 9.5, 1e30, 2**60], ids=str)
+def test_var_with_a_correction_past_the_row_length_is_inf_as_in_pytorch(correction):
+    x = torch.randn(3, 8)
+    with pytest.warns(UserWarning, match="degrees of freedom"):
+        want = torch.var(x, -1, correction=correction)
+    torch.testing.assert_close(rblock.var(x, -1, correction=correction), want)
+    torch.testing.assert_close(rblock.std(x, -1, correction=correction), want.sqrt())
+
+
+@pytest.mark.parametrize("op", ["rms_norm", "layer_norm"])
+def test_normalized_shape_of_bools_is_refused_as_in_pytorch(op):
+    """(True,) equals (1,): without a check, a row of one element would be normalized by a bool."""
+    with pytest.raises(rblock.InvalidArgument, match=rf"^rblock\.{op}: normalized_shape must be an int or a seq"):
+        getattr(rblock, op)(torch.randn(4, 1), (True,))
+
+
+@pytest.mark.parametrize("ignore_index", [2**63, -(2**63) - 1, 2**70], ids=str)
+def test_cross_entropy_ignore_index_past_int64(ignore_index):
+    with pytest.raises(rblock.InvalidArgument, match=r"^rblock\.cross_entropy: ignore_index is .*; allowed: -2\^63"):
+        rblock.cross_entropy(torch.randn(4, 8), torch.zeros(4, dtype=torch.int64), ignore_index)
+
+
+@pytest.mark.parametrize("ignore_index", [2**63 - 1, -(2**63), 2**40], ids=str)
+def test_cross_entropy_ignore_index_anywhere_in_int64(ignore_index):
+    x, t = torch.randn(4, 8), torch.tensor([0, 1, 2, 3])
+    want = F.cross_entropy(x, t, ignore_index=ignore_index)
+    torch.testing.assert_close(rblock.cross_entropy(x, t, ignore_index), want)
+
+
+def test_an_eps_past_floats_range_is_refused_by_name():
+    with pytest.raises(rblock.InvalidArgument, match=r"^rblock\.rms_norm: eps is an int of 1329 bits, too large"):
+        rblock.rms_norm(torch.randn(4, 8), (8,), None, 10**400)

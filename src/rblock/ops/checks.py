@@ -25,6 +25,8 @@ def tensor(op: str, name: str, t: object, dtypes: tuple[torch.dtype, ...] = FLOA
     if t.dtype not in dtypes:
         allowed = ", ".join(str(d).replace("torch.", "") for d in dtypes)
         raise InvalidDtype(op, name, f"has dtype {str(t.dtype).replace('torch.', '')}; allowed: {allowed}")
+    if t.is_neg() or t.layout is not torch.strided or t.is_nested:  # ~0.1 us: a silently wrong sign is worse
+        raise InvalidArgument(op, name, _not_dense(t))
     want = device.kernel_device_type()
     if not (t.is_cuda if want == "cuda" else t.is_cpu):  # flags: a device's type costs more than the rest of a check
         where = "a CUDA GPU" if want == "cuda" else "the CPU (no CUDA GPU here: Triton's interpreter)"
@@ -32,6 +34,16 @@ def tensor(op: str, name: str, t: object, dtypes: tuple[torch.dtype, ...] = FLOA
     if t.dim() < min_dim:
         raise InvalidArgument(op, name, f"has {t.dim()} dims, expected at least {min_dim}")
     return t
+
+
+def _not_dense(t: torch.Tensor) -> str:
+    """Why rblock's kernels cannot read `t` as it is: they load plain strided memory, as data_ptr() and strides give
+    it."""
+    if t.is_neg():  # a view whose values are its memory negated: read as memory, every sign would be wrong
+        return "is a negative view (the .imag of a conjugated complex tensor): pass t.resolve_neg()"
+    if t.is_nested:
+        return "is a nested tensor; rblock takes dense tensors of one shape"
+    return f"has layout {str(t.layout).removeprefix('torch.')}; rblock takes dense (strided) tensors: pass t.to_dense()"
 
 
 def real(op: str, name: str, value: object) -> float:
@@ -101,7 +113,8 @@ def normalized_shape(
     op: str, x: torch.Tensor, shape: int | tuple[int, ...] | list[int] | torch.Size
 ) -> tuple[int, ...]:
     ok = isinstance(shape, int) or (
-        isinstance(shape, (tuple, list, torch.Size)) and all(isinstance(s, int) for s in shape)
+        isinstance(shape, (tuple, list, torch.Size))
+        and all(isinstance(s, int) and not isinstance(s, bool) for s in shape)  # (True,) is no shape, as in PyTorch
     )
     if not ok or isinstance(shape, bool):
         raise InvalidArgument(op, "normalized_shape", f"must be an int or a sequence of ints, got {describe(shape)}")

@@ -128,6 +128,8 @@ def cross_entropy(
             hint = " (class weights go by the keyword weight=)" if isinstance(ignore_index, torch.Tensor) else ""
             raise InvalidArgument(op, "ignore_index", f"must be an int, got {describe(ignore_index)}{hint}")
         ignore_index = int(ignore_index)
+    if not -(2**63) <= ignore_index < 2**63:  # compared with int64 targets in the kernel
+        raise InvalidArgument(op, "ignore_index", f"is {describe(ignore_index)}; allowed: -2^63 to 2^63-1 (int64)")
     smoothing = _smoothing(op, label_smoothing)
     smooth = (smoothing,) if smoothing else ()  # without it, the plain kernel under its usual key
     if reduction == "none":
