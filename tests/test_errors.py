@@ -12,6 +12,7 @@ import pytest
 import torch
 
 import rblock
+from rblock.settings import current
 
 
 def x2d(*shape: int, dtype: torch.dtype = torch.float32, device: str = "cpu") -> torch.Tensor:
@@ -19,6 +20,10 @@ def x2d(*shape: int, dtype: torch.dtype = torch.float32, device: str = "cpu") ->
 
 
 LONG = torch.int64
+
+# 1000 values, each of which a printed tensor would show
+DATA = torch.arange(1000.0) + 123456.0
+DATA_SHOWN = "a tensor of shape [1000] and dtype float32"
 
 # One call per op with x replaced: (op name, call(x)). Every op checks its main tensor the same way.
 X_CALLS = {
@@ -425,6 +430,53 @@ def test_settings_rejects_a_config_that_is_not_a_config():
             pass
 
 
+@pytest.mark.parametrize(
+    ("kwargs", "message"),
+    [
+        ({"tune": "no"}, "tune must be True or False, got 'no'"),
+        ({"tune": 0}, "tune must be True or False, got 0"),
+        ({"tune": None}, "tune must be True or False, got None"),
+        ({"strategy": None}, "strategy must be 'auto', 'persistent' or 'looped', got None"),
+        ({"strategy": ["looped"]}, "strategy must be 'auto', 'persistent' or 'looped', got ['looped']"),
+        ({"strategy": "Looped"}, "strategy must be 'auto', 'persistent' or 'looped', got 'Looped'"),
+        ({"config": "looped"}, "config must be an rblock.Config or None, got 'looped'"),
+        ({"config": DATA}, f"config must be an rblock.Config or None, got {DATA_SHOWN}"),
+        ({"stratgy": "looped"}, "stratgy is not a setting; allowed: strategy, config, tune"),
+    ],
+    ids=lambda v: "-".join(v) if isinstance(v, dict) else "",
+)
+def test_settings_checks_every_argument_where_it_is_called(kwargs, message):
+    """Before entering the block: a bad value fails at the line that wrote it, and a `with` forgotten around a
+    bad call still fails."""
+    with pytest.raises(rblock.InvalidArgument, match="^" + re.escape(f"rblock.settings: {message}")):
+        rblock.settings(**kwargs)
+
+
+@pytest.mark.parametrize("kwargs", [{"tune": "no"}, {"strategy": 1}, {"config": {}}], ids=str)
+def test_a_setting_of_the_wrong_type_is_also_a_type_error(kwargs):
+    with pytest.raises(TypeError, match=r"^rblock\.settings: "):
+        rblock.settings(**kwargs)
+
+
+def test_settings_takes_keywords_alone():
+    pattern = r"^rblock\.settings: arguments are keywords \(strategy=, config=, tune=\), got 1 positional"
+    with pytest.raises(rblock.InvalidArgument, match=pattern):
+        rblock.settings("looped")
+
+
+def test_settings_apply_inside_their_block_over_the_settings_of_the_time():
+    later = rblock.settings(strategy="looped")  # checked now, applied on entering
+    with rblock.settings(tune=False), later as s:
+        assert (s.strategy, s.tune) == ("looped", False)
+    assert current() == rblock.Settings()
+
+
+@pytest.mark.parametrize("kwargs", [{"tune": 1}, {"strategy": "fast"}, {"config": "looped"}], ids=str)
+def test_settings_objects_check_their_fields_too(kwargs):
+    with pytest.raises(rblock.InvalidArgument, match=rf"^rblock\.settings: {next(iter(kwargs))} must be"):
+        rblock.Settings(**kwargs)
+
+
 @pytest.mark.parametrize("kind", ["persistent", "persistent_rblock"])
 def test_persistent_config_shorter_than_the_row_is_refused(kind):
     x = x2d(5, 1000)
@@ -556,3 +608,59 @@ def test_triton_imported_before_rblock_without_a_gpu_is_a_clear_error(tmp_path):
 def test_config_register_cap_must_be_none_or_within_what_ptxas_takes(value):
     with pytest.raises(ValueError, match=r"^rblock\.Config: maxnreg must be 0 \(no cap\) or 16 to 255"):
         rblock.Config("persistent", 1, 64, 2, maxnreg=value)
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# Messages describe a value, never print its data
+# ---------------------------------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("op", "argument", "call"),
+    [
+        ("cross_entropy", "ignore_index", lambda v: rblock.cross_entropy(x2d(), torch.zeros(4, dtype=LONG), v)),
+        ("cross_entropy", "reduction", lambda v: rblock.cross_entropy(x2d(), torch.zeros(4, dtype=LONG), -1, v)),
+        (
+            "cross_entropy",
+            "label_smoothing",
+            lambda v: rblock.cross_entropy(x2d(), torch.zeros(4, dtype=LONG), label_smoothing=v),
+        ),
+        ("sum", "dim", lambda v: rblock.sum(x2d(), v)),
+        ("softmax", "dim", lambda v: rblock.softmax(x2d(), v)),
+        ("sum", "keepdim", lambda v: rblock.sum(x2d(), -1, v)),
+        ("softmax", "dtype", lambda v: rblock.softmax(x2d(), -1, v)),
+        ("rms_norm", "normalized_shape", lambda v: rblock.rms_norm(x2d(), v)),
+        ("rms_norm", "eps", lambda v: rblock.rms_norm(x2d(), 8, None, v)),
+        ("var", "correction", lambda v: rblock.var(x2d(), -1, correction=v)),
+        ("std", "unbiased", lambda v: rblock.std(x2d(), -1, unbiased=v)),
+    ],
+    ids=lambda v: v if isinstance(v, str) else "",
+)
+def test_a_tensor_in_the_wrong_place_is_described_not_printed(op, argument, call):
+    with pytest.raises(rblock.InvalidArgument, match=rf"^rblock\.{op}: {argument} ") as e:
+        call(DATA)
+    assert DATA_SHOWN in str(e.value) and "123456" not in str(e.value), str(e.value)
+
+
+def test_class_weights_passed_as_ignore_index_say_where_they_go():
+    """cross_entropy(logits, target, weight): PyTorch's third argument is weight, rblock's is ignore_index."""
+    pattern = rf"^rblock\.cross_entropy: ignore_index must be an int, got {re.escape(DATA_SHOWN)} \(class weights go by"
+    with pytest.raises(rblock.InvalidArgument, match=pattern):
+        rblock.cross_entropy(x2d(), torch.zeros(4, dtype=LONG), DATA)
+
+
+@pytest.mark.parametrize(
+    ("call", "shown"),
+    [
+        (lambda: rblock.sum(x2d(), [0] * 10_000), "repeats a dim: a list of 10000 items"),
+        (lambda: rblock.rms_norm(x2d(), [8] * 10_000), "normalized_shape is a list of 10000 items"),
+        (lambda: rblock.cross_entropy(x2d(), torch.zeros(4, dtype=LONG), reduction="m" * 10_000), "10000 characters"),
+        (lambda: rblock.sum(list(range(10_000)), 0), "x must be a torch.Tensor, got a list of 10000 items"),
+        (lambda: rblock.var(x2d(), -1, correction=10**5000), "correction is an int of 16610 bits, too large"),
+    ],
+    ids=["dim", "normalized_shape", "reduction", "x", "correction"],
+)
+def test_a_large_object_in_a_message_is_described_by_its_size(call, shown):
+    with pytest.raises(rblock.InvalidArgument) as e:
+        call()
+    assert shown in str(e.value) and len(str(e.value)) < 300, str(e.value)

@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
-from rblock.compiler import Compiled, CompiledFunction, compile
+from collections.abc import Callable
+
+from rblock.compiler import Compiled, CompiledFunction, compile, recording
+from rblock.errors import InvalidType, describe
 
 
 def report(c: Compiled) -> dict:
@@ -51,7 +54,30 @@ def report(c: Compiled) -> dict:
     }
 
 
+def recorded(call: Callable[[], object], launch: bool = True) -> tuple[object, list[Compiled]]:
+    """What `call()` returns and the compiled kernels it ran, in order (with `launch` False, their outputs are left
+    unwritten: the kernels are compiled and chosen, not run)."""
+    with recording(launch=launch) as log:
+        out = call()
+    return out, list(log)
+
+
+def combined(reports: list[dict]) -> dict:
+    """One call's report: its kernel's, or, where it ran several (cross_entropy's rows, then their mean), the first
+    kernel's keys and every kernel's report, in order, under "kernels"."""
+    return reports[0] if len(reports) == 1 else {**reports[0], "kernels": reports}
+
+
 def explain(fn, *args, **kwargs) -> dict:
-    """Compile `fn` (a plain function or an `rblock.compile` result) for these inputs and report the decision."""
-    compiled = fn if isinstance(fn, CompiledFunction) else compile(fn)
-    return report(compiled.compiled_for(*args, **kwargs))
+    """Report the decisions behind `fn(*args, **kwargs)`. `fn` is an `rblock.compile` result (its kernel for these
+    inputs, compiled and not run), a function that calls compiled kernels, such as rblock's ops (the kernels the call
+    ran, see `combined`), or a plain PyTorch function (run once; where it ran no compiled kernel, compiled by
+    `rblock.compile` as one kernel)."""
+    if isinstance(fn, CompiledFunction):
+        return report(fn.compiled_for(*args, **kwargs))
+    if not callable(fn):
+        raise InvalidType("explain", "fn", f"must be a function or an rblock.compile result, got {describe(fn)}")
+    _, log = recorded(lambda: fn(*args, **kwargs))
+    if log:
+        return combined([report(c) for c in log])
+    return report(compile(fn).compiled_for(*args, **kwargs))

@@ -9,6 +9,7 @@ Environment variables (also tabled in docs/env_vars.md):
   launch is co-resident).
 - RBLOCK_PDL: 0 launches every kernel only after the one before it has finished; 1 (default) lets a kernel be
   scheduled while the one before it ends, on GPUs that can (compute capability 9.0 on).
+- RBLOCK_DEBUG: 1 makes the `rblock` command print an error's traceback before its one-line message.
 - RBLOCK_COMPILE_WORKERS: how many processes compile the tuner's candidates (default: the CPUs this process may run
   on, shared among the LOCAL_WORLD_SIZE processes a launcher such as torchrun starts on a machine, at most 16; none
   with one CPU); 0 compiles them on threads of this process.
@@ -20,13 +21,15 @@ import contextlib
 import contextvars
 import os
 from collections.abc import Iterator
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, fields, replace
 from pathlib import Path
 from typing import Literal
 
+from rblock.errors import InvalidArgument, InvalidType, describe
 from rblock.plan.config import Config
 
 Strategy = Literal["auto", "persistent", "looped"]
+STRATEGIES = ("auto", "persistent", "looped")
 
 
 def cache_dir() -> Path:
@@ -43,6 +46,10 @@ def force_interpret() -> bool:
 
 def dependent_launches_by_env() -> bool:
     return os.environ.get("RBLOCK_PDL", "1") != "0"
+
+
+def debug() -> bool:
+    return os.environ.get("RBLOCK_DEBUG", "0") == "1"
 
 
 def compile_workers() -> int:
@@ -77,14 +84,18 @@ class Settings:
     tune: bool = True  # time the candidates on a GPU and keep the fastest (disk-cached)
 
     def __post_init__(self) -> None:
-        if self.strategy not in ("auto", "persistent", "looped"):
-            raise ValueError(
-                f"rblock.settings: strategy must be 'auto', 'persistent' or 'looped', got {self.strategy!r}"
+        if not isinstance(self.strategy, str) or self.strategy not in STRATEGIES:
+            error = InvalidArgument if isinstance(self.strategy, str) else InvalidType
+            raise error(
+                "settings", "strategy", f"must be 'auto', 'persistent' or 'looped', got {describe(self.strategy)}"
             )
         if self.config is not None and not isinstance(self.config, Config):
-            raise TypeError(f"rblock.settings: config must be an rblock.Config, got {type(self.config).__name__}")
+            raise InvalidType("settings", "config", f"must be an rblock.Config or None, got {describe(self.config)}")
+        if not isinstance(self.tune, bool):  # "no", 0 or None would read as a truth value without a word
+            raise InvalidType("settings", "tune", f"must be True or False, got {describe(self.tune)}")
 
 
+_FIELDS = tuple(f.name for f in fields(Settings))
 _current: contextvars.ContextVar[Settings] = contextvars.ContextVar("rblock_settings", default=Settings())
 
 
@@ -92,9 +103,24 @@ def current() -> Settings:
     return _current.get()
 
 
+def settings(*positional: object, **overrides: object) -> contextlib.AbstractContextManager[Settings]:
+    """Override settings inside a `with` block: `with rblock.settings(strategy="looped"): ...`. Every argument is
+    checked at this call, so a bad one fails where it is written, not at the first kernel it would steer."""
+    if positional:
+        raise InvalidType(
+            "settings",
+            "arguments",
+            f"are keywords ({', '.join(f'{n}=' for n in _FIELDS)}), got {len(positional)} positional",
+        )
+    for name in overrides:
+        if name not in _FIELDS:
+            raise InvalidArgument("settings", name, f"is not a setting; allowed: {', '.join(_FIELDS)}")
+    replace(_current.get(), **overrides)  # Settings checks each value
+    return _overridden(overrides)
+
+
 @contextlib.contextmanager
-def settings(**overrides: object) -> Iterator[Settings]:
-    """Override settings inside a `with` block: `with rblock.settings(strategy="looped"): ...`."""
+def _overridden(overrides: dict[str, object]) -> Iterator[Settings]:
     new = replace(_current.get(), **overrides)
     token = _current.set(new)
     try:

@@ -1,30 +1,78 @@
-"""rblock run | explain | bench."""
+"""rblock run | explain | bench.
+
+Every error is one line on stderr, `rblock: ...`, and a non-zero exit: 2 for input rblock does not take (a command
+line, an op's argument), 130 when interrupted, 1 for anything else, a bug (RBLOCK_DEBUG=1 adds its traceback)."""
 
 from __future__ import annotations
 
 import argparse
 import json
+import re
 import sys
+from typing import NoReturn
 
 import torch
 
 DTYPES = {"bf16": torch.bfloat16, "fp16": torch.float16, "fp32": torch.float32}
 
+# --shape's elements at most: past this the inputs, their outputs and the float64 copies the reference computes on
+# (tens of bytes an element in all) outgrow a GPU's memory and most hosts'
+MAX_ELEMENTS = 2**32
+_SHAPE = re.compile(r"\s*([+-]?\d+)\s*[xX]\s*([+-]?\d+)\s*", re.ASCII)
+
+
+class UsageError(Exception):
+    """A command line the CLI does not take."""
+
+
+class _Parser(argparse.ArgumentParser):
+    def error(self, message: str) -> NoReturn:  # one line, where argparse prints its usage block and exits
+        raise UsageError(f"{message}; see {self.prog} --help")
+
 
 def _shape(text: str) -> tuple[int, int]:
-    try:
-        m, n = (int(v) for v in text.lower().split("x"))
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"--shape must look like 64x3000, got {text!r}") from None
-    if m < 0 or n < 0:
-        raise argparse.ArgumentTypeError(f"--shape must be non-negative, got {text!r}")
+    from rblock.errors import describe
+
+    match = _SHAPE.fullmatch(text)
+    if match is None:
+        raise argparse.ArgumentTypeError(f"must be MxN, two positive integers such as 64x3000, got {describe(text)}")
+    m, n = int(match[1]), int(match[2])
+    if m < 1 or n < 1:
+        raise argparse.ArgumentTypeError(f"must be MxN with M and N at least 1, got {text.strip()}")
+    if m * n > MAX_ELEMENTS:
+        raise argparse.ArgumentTypeError(
+            f"{m}x{n} is {m * n:,} elements; allowed: at most {MAX_ELEMENTS:,} (2^32), as the inputs and the "
+            "float64 reference must fit in memory"
+        )
     return m, n
+
+
+def _seed(text: str) -> int:
+    try:
+        seed = int(text)
+    except ValueError:
+        seed = None
+    if seed is None or not -(2**63) <= seed < 2**64:  # what torch.manual_seed takes
+        raise argparse.ArgumentTypeError(f"must be an integer from -2^63 to 2^64-1, got {text!r}")
+    return seed
+
+
+def _attached(argv: list[str]) -> list[str]:
+    """`--shape -4x5` as `--shape=-4x5`: argparse takes a word that starts with '-' for an option, not a value, and
+    would say --shape has none instead of what is wrong with it."""
+    out: list[str] = []
+    for word in argv:
+        if out and out[-1] == "--shape" and word.startswith("-") and not word.startswith("--"):
+            out[-1] = f"--shape={word}"
+        else:
+            out.append(word)
+    return out
 
 
 def _parser() -> argparse.ArgumentParser:
     from rblock.ops.registry import OPS
 
-    p = argparse.ArgumentParser(prog="rblock", description="Fused Triton reductions: run, explain, benchmark.")
+    p = _Parser(prog="rblock", description="Fused Triton reductions: run, explain, benchmark.")
     sub = p.add_subparsers(dest="command", required=True)
     for name, help_text in (
         ("run", "compile and run an op on random input, check it against PyTorch in fp64"),
@@ -34,12 +82,39 @@ def _parser() -> argparse.ArgumentParser:
         s.add_argument("op", choices=sorted(OPS))
         s.add_argument("--shape", type=_shape, default=(64, 3000), help="MxN (default 64x3000)")
         s.add_argument("--dtype", choices=sorted(DTYPES), default="bf16")
-        s.add_argument("--dim", type=int, default=-1, help="reduced dim for softmax, log_softmax and reductions")
+        s.add_argument(
+            "--dim",
+            type=int,
+            help=f"the dim reduced, -2 to 1 (default -1), for {_dim_takers()}",
+        )
         s.add_argument("--strategy", choices=["auto", "persistent", "looped"], default="auto")
         s.add_argument("--json", action="store_true", help="print one JSON object")
-        s.add_argument("--seed", type=int, default=0)
+        s.add_argument("--seed", type=_seed, default=0)
     sub.add_parser("bench", help="benchmark against eager, torch.compile and Liger (CUDA GPU only)", add_help=False)
     return p
+
+
+def _dim_takers() -> str:
+    from rblock.ops.registry import OPS
+
+    return ", ".join(sorted(n for n, spec in OPS.items() if not spec.reduces_rows))
+
+
+def _dim(args) -> int | None:
+    """--dim, checked against the op: the reduced dim of an MxN input for the ops that take one; refused by the rest,
+    which reduce each row (where --dim was once ignored without a word)."""
+    from rblock.ops.registry import OPS
+
+    if OPS[args.op].reduces_rows:
+        if args.dim is not None:
+            raise UsageError(
+                f"argument --dim: {args.op} takes no dim (it reduces each row); allowed for {_dim_takers()}"
+            )
+        return None
+    dim = -1 if args.dim is None else args.dim
+    if not -2 <= dim <= 1:
+        raise UsageError(f"argument --dim: is {dim}, but {args.op}'s input has 2 dims (MxN); allowed: -2 to 1")
+    return dim
 
 
 def _inputs(args):
@@ -49,19 +124,24 @@ def _inputs(args):
     torch.manual_seed(args.seed)
     spec = OPS[args.op]
     m, n = args.shape
-    return spec, spec.make_inputs(m, n, DTYPES[args.dtype], device.kernel_device())
+    try:
+        return spec, spec.make_inputs(m, n, DTYPES[args.dtype], device.kernel_device())
+    except (MemoryError, RuntimeError) as e:  # what a failed allocation raises (CUDA's OutOfMemoryError too)
+        first = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
+        raise UsageError(f"argument --shape: {m}x{n} {args.dtype} inputs do not fit in memory ({first})") from e
 
 
 def cmd_run(args) -> int:
     import rblock
-    from rblock.compiler import recording
+    from rblock.explain import recorded
     from rblock.ops.registry import max_rel_error
     from rblock.runtime import device
 
+    dim = _dim(args)
     spec, inputs = _inputs(args)
-    with rblock.settings(strategy=args.strategy), recording() as log:
-        out = spec.run(inputs, args.dim)
-    ref = spec.reference(inputs, args.dim)
+    with rblock.settings(strategy=args.strategy):
+        out, log = recorded(lambda: spec.run(inputs, dim))
+    ref = spec.reference(inputs, dim)
     err = max_rel_error(out, ref)
     kernels = [{"strategy": c.config.kind, "config": str(c.config)} for c in log]
     result = {
@@ -86,15 +166,15 @@ def cmd_run(args) -> int:
 
 def cmd_explain(args) -> int:
     import rblock
-    from rblock.compiler import recording
-    from rblock.explain import report
+    from rblock.explain import combined, recorded, report
 
+    dim = _dim(args)
     spec, inputs = _inputs(args)
-    with rblock.settings(strategy=args.strategy), recording(launch=False) as log:
-        spec.run(inputs, args.dim)
+    with rblock.settings(strategy=args.strategy):
+        _, log = recorded(lambda: spec.run(inputs, dim), launch=False)
     reports = [report(c) for c in log]
     if args.json:
-        print(json.dumps(reports[0] if len(reports) == 1 else {**reports[0], "kernels": reports}))
+        print(json.dumps(combined(reports)))
         return 0
     for r in reports:
         print(r["ir"])
@@ -131,20 +211,37 @@ def cmd_explain(args) -> int:
 
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
-    if argv and argv[0] == "bench":
-        from rblock.bench.harness import main as bench_main
-
-        return bench_main(argv[1:])
-    args = _parser().parse_args(argv)
     try:
-        return {"run": cmd_run, "explain": cmd_explain}[args.command](args)
-    except Exception as e:  # rblock's own errors read as one line; anything else is a bug worth a traceback
-        from rblock.errors import RBlockError
+        if argv and argv[0] == "bench":
+            from rblock.bench.harness import main as bench_main
 
-        if isinstance(e, RBlockError):
-            print(f"error: {e}", file=sys.stderr)
-            return 2
-        raise
+            return bench_main(argv[1:])
+        args = _parser().parse_args(_attached(argv))
+        return {"run": cmd_run, "explain": cmd_explain}[args.command](args)
+    except KeyboardInterrupt:
+        print("rblock: interrupted", file=sys.stderr)
+        return 130
+    except Exception as e:  # noqa: BLE001 -- each error reads as one line; RBLOCK_DEBUG=1 adds the traceback
+        return _report(e)
+
+
+def _report(e: Exception) -> int:
+    from rblock.errors import RBlockError
+    from rblock.settings import debug
+
+    if debug():
+        import traceback
+
+        traceback.print_exception(e, file=sys.stderr)
+    text = " ".join(str(e).split()).removeprefix("rblock: ")  # one line, whatever the message holds
+    if isinstance(e, (UsageError, RBlockError)):
+        print(f"rblock: {text}", file=sys.stderr)
+        return 2
+    if isinstance(e, (MemoryError, torch.OutOfMemoryError)):
+        print(f"rblock: out of memory: {text or type(e).__name__}; try a smaller --shape", file=sys.stderr)
+        return 2
+    print(f"rblock: internal error: {type(e).__name__}: {text} (RBLOCK_DEBUG=1 shows where)", file=sys.stderr)
+    return 1
 
 
 if __name__ == "__main__":

@@ -6,6 +6,7 @@ import torch
 import torch.nn.functional as F
 
 from rblock.compiler import op_kernel
+from rblock.errors import InvalidDtype
 from rblock.ops import checks
 
 
@@ -52,7 +53,25 @@ def layer_norm(
     shape = checks.normalized_shape("layer_norm", x, normalized_shape)
     checks.param("layer_norm", "weight", weight, shape, x)
     checks.param("layer_norm", "bias", bias, shape, x)
+    if (weight is not None and weight.dtype is not x.dtype) or (bias is not None and bias.dtype is not x.dtype):
+        _mixed_affine_dtypes(x, weight, bias)
     return _layer_norm_kernel(x, list(shape), weight, bias, checks.real("layer_norm", "eps", eps))
+
+
+def _mixed_affine_dtypes(x: torch.Tensor, weight: torch.Tensor | None, bias: torch.Tensor | None) -> None:
+    """What torch.nn.functional.layer_norm takes besides parameters of x's dtype: float32 parameters of a 16-bit x,
+    both of one dtype. It refuses the rest (a bf16 weight of an fp32 x, a weight and bias of different dtypes), where
+    the fused kernel would compute anything without a word."""
+    name = checks.dtype_name
+    allowed = ", ".join(dict.fromkeys((name(x.dtype), "float32")))
+    for arg, t in (("weight", weight), ("bias", bias)):
+        if t is not None and t.dtype not in (x.dtype, torch.float32):
+            why = "x's dtype, or float32 for a 16-bit x, as in torch.nn.functional.layer_norm"
+            problem = f"has dtype {name(t.dtype)} and x {name(x.dtype)}; allowed: {allowed} ({why})"
+            raise InvalidDtype("layer_norm", arg, problem)
+    if weight is not None and bias is not None and weight.dtype is not bias.dtype:
+        problem = f"has dtype {name(bias.dtype)} and weight {name(weight.dtype)}; allowed: weight's dtype"
+        raise InvalidDtype("layer_norm", "bias", problem)
 
 
 def fused_add_rms_norm(

@@ -67,7 +67,7 @@ def _correction(op: str, correction: object, unbiased: object) -> int | float:
     c = checks.real(op, "correction", 1 if correction is None else correction)
     if math.isnan(c):  # one NaN object, so such calls find their compiled kernel (a NaN equals only itself)
         return math.nan
-    return int(c) if c.is_integer() else c
+    return int(c) if c.is_integer() and abs(c) < 2**53 else c  # past 2**53 an int could outgrow the kernel's int64
 
 
 def var(x: torch.Tensor, dim=None, *, correction=None, keepdim: bool = False, unbiased=None) -> torch.Tensor:

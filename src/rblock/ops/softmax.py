@@ -8,7 +8,7 @@ import numbers
 import torch
 
 from rblock.compiler import op_kernel
-from rblock.errors import InvalidArgument
+from rblock.errors import InvalidArgument, describe
 from rblock.ops import checks
 
 _softmax_kernel = op_kernel(torch.softmax, "softmax")
@@ -90,7 +90,7 @@ def _smoothing(op: str, value: object) -> float:
         return 0.0
     s = checks.real(op, "label_smoothing", value)
     if not 0.0 <= s <= 1.0:
-        raise InvalidArgument(op, "label_smoothing", f"is {value!r}; allowed: 0.0 to 1.0")
+        raise InvalidArgument(op, "label_smoothing", f"is {describe(value)}; allowed: 0.0 to 1.0")
     return s
 
 
@@ -119,15 +119,17 @@ def cross_entropy(
         raise InvalidArgument(op, "target", f"has shape {list(target.shape)}, expected [{logits.shape[0]}]")
     checks.same_device(op, logits=logits, target=target)
     if reduction not in ("mean", "sum", "none"):
-        raise InvalidArgument(op, "reduction", f"is {reduction!r}; allowed: 'mean', 'sum', 'none'")
+        raise InvalidArgument(op, "reduction", f"is {describe(reduction)}; allowed: 'mean', 'sum', 'none'")
     if logits.shape[1] == 0:
         raise InvalidArgument(op, "logits", "has no classes")
     # an int or a NumPy int; never a float truncated, a bool, or a tensor (whose value would cost a sync)
     if type(ignore_index) is not int:  # the usual call skips the ABC check (~0.4 us)
         if isinstance(ignore_index, (bool, torch.Tensor)) or not isinstance(ignore_index, numbers.Integral):
             hint = " (class weights go by the keyword weight=)" if isinstance(ignore_index, torch.Tensor) else ""
-            raise InvalidArgument(op, "ignore_index", f"must be an int, got {ignore_index!r}{hint}")
+            raise InvalidArgument(op, "ignore_index", f"must be an int, got {describe(ignore_index)}{hint}")
         ignore_index = int(ignore_index)
+    if not -(2**63) <= ignore_index < 2**63:  # compared with int64 targets in the kernel
+        raise InvalidArgument(op, "ignore_index", f"is {describe(ignore_index)}; allowed: -2^63 to 2^63-1 (int64)")
     smoothing = _smoothing(op, label_smoothing)
     smooth = (smoothing,) if smoothing else ()  # without it, the plain kernel under its usual key
     if reduction == "none":
