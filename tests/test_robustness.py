@@ -420,3 +420,44 @@ def test_random_compositions_match_float64(p):
     err = (out.double() - ref).abs()
     bad = ~(err <= tol) & ~(ref.isnan() & out.isnan())
     assert not bad.any(), f"{p}: {int(bad.sum())} of {bad.numel()} wrong, largest error {err.max().item():.3g}"
+
+
+def test_long_numpy_arrays_with_one_repr_get_their_own_kernels():
+    """NumPy shortens the repr of long arrays: two arrays, one repr, must still be two keys."""
+    import numpy as np
+
+    a, b = np.zeros(2000), np.zeros(2000)
+    b[1000] = 24.0
+    assert repr(a) == repr(b)
+    f = rblock.compile(lambda x, arr: x.sum(-1) + float(arr.sum()))
+    x = _rand(2, 5, seed="numpy")
+    assert_matches(f(x, a), x.sum(-1), x.double().sum(-1))
+    assert_matches(f(x, b), x.sum(-1) + 24, x.double().sum(-1) + 24)
+
+
+def test_a_view_with_a_pending_negation_is_refused_by_name():
+    z = torch.complex(_rand(3, 8, seed="neg re"), _rand(3, 8, seed="neg im"))
+    neg = z.conj().imag  # a view of z's memory, negated when read
+    assert neg.is_neg()
+    with pytest.raises(InvalidArgument, match="a: is a view whose values are its memory negated|resolve_neg"):
+        rblock.compile(lambda a: a.sum(-1))(neg)
+
+
+def test_a_sparse_tensor_is_refused_by_name():
+    with pytest.raises(InvalidArgument, match="dense"):
+        rblock.compile(lambda a: a.sum(-1))(_rand(3, 8, seed="sparse").to_sparse())
+
+
+@pytest.mark.parametrize(
+    "fields",
+    [{"XBLOCK": True}, {"align": 1}, {"num_stages": 2.0}, {"kind": "fast"}, {"maxnreg": 300}],
+)
+def test_config_refuses_wrong_types_by_field(fields):
+    with pytest.raises(InvalidArgument, match=f"rblock.Config: {next(iter(fields))}"):
+        rblock.Config(**{"kind": "looped", "XBLOCK": 1, "RBLOCK": 64, "num_warps": 4, **fields})
+
+
+@pytest.mark.parametrize("fields", [{"max_r0_block": "2048"}, {"max_r0_block": 2.5}, {"seed_max_rnumel": -1}])
+def test_heuristics_refuse_wrong_types_and_negatives_by_field(fields):
+    with pytest.raises(InvalidArgument, match=f"rblock.Heuristics: {next(iter(fields))}"):
+        rblock.Heuristics(**fields)

@@ -10,7 +10,14 @@ from rblock.runtime import device as _device
 _device.configure()  # before any kernel is defined: no CUDA device -> Triton's interpreter
 
 from rblock.compiler import compile  # noqa: E402
-from rblock.errors import CompileFailed, InvalidArgument, InvalidDtype, RBlockError, UnsupportedOperation  # noqa: E402
+from rblock.errors import (  # noqa: E402
+    CompileFailed,
+    InvalidArgument,
+    InvalidDtype,
+    InvalidType,
+    RBlockError,
+    UnsupportedOperation,
+)
 from rblock.explain import explain  # noqa: E402
 from rblock.ops import (  # noqa: E402
     amax,
@@ -36,6 +43,7 @@ __all__ = [
     "Heuristics",
     "InvalidArgument",
     "InvalidDtype",
+    "InvalidType",
     "RBlockError",
     "Settings",
     "UnsupportedOperation",

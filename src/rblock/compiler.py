@@ -259,7 +259,7 @@ class CompiledFunction:
     fn: object
     name: str
     ahead: Callable | None = None  # called with a first call's arguments before it is built (see `prepare`)
-    checks_grad: bool = True  # False for rblock's ops, which check each tensor by name before they call
+    checks_inputs: bool = True  # False for rblock's ops, which check each tensor by name before they call
     _entries: dict = field(default_factory=dict)
     _prepared: dict = field(default_factory=dict)
     _lock: threading.Lock = field(default_factory=threading.Lock)
@@ -285,7 +285,7 @@ class CompiledFunction:
         return (tuple(sig), read, settings_mod.current()), fn, args
 
     def _check_grad(self, tensors: list[torch.Tensor], holder: Callable[[torch.Tensor], str]) -> None:
-        if self.checks_grad and torch.is_grad_enabled():
+        if self.checks_inputs and torch.is_grad_enabled():
             for t in tensors:
                 if t.requires_grad:
                     raise InvalidArgument(f"compile({self.name})", holder(t), FORWARD_ONLY)
@@ -293,8 +293,17 @@ class CompiledFunction:
     def __call__(self, *args, **kwargs):
         tensors: list[torch.Tensor] = []
         key, fn, traced = self._resolve(args, kwargs, tensors)
-        if self.checks_grad and torch.is_grad_enabled():
-            self._check_grad(tensors, lambda t: holder(self.fn, args, kwargs, t))
+        if self.checks_inputs:
+            for t in tensors:  # the kernel reads plain strided memory: a pending negation would flip every sign
+                if t.is_neg() or t.layout is not torch.strided or t.is_nested:
+                    what = (
+                        "is a view whose values are its memory negated: pass t.resolve_neg()"
+                        if t.is_neg()
+                        else "is not a dense (strided) tensor: pass t.to_dense()"
+                    )
+                    raise InvalidArgument(f"compile({self.name})", holder(self.fn, args, kwargs, t), what)
+            if torch.is_grad_enabled():
+                self._check_grad(tensors, lambda t: holder(self.fn, args, kwargs, t))
         entry = self._entries.get(key)
         if entry is None:
             with self._lock:
@@ -364,4 +373,4 @@ def compile(fn=None, *, name: str | None = None, ahead: Callable | None = None):
 
 def op_kernel(fn, name: str, ahead: Callable | None = None) -> CompiledFunction:
     """`compile` for rblock's own ops, which check their tensors (grad included) by name before they call it."""
-    return CompiledFunction(fn, name, ahead, checks_grad=False)
+    return CompiledFunction(fn, name, ahead, checks_inputs=False)

@@ -6,6 +6,8 @@ import json
 from dataclasses import asdict, dataclass
 from typing import Literal
 
+from rblock.errors import InvalidArgument, describe
+
 Kind = Literal["persistent", "looped", "persistent_rblock", "split_row"]
 
 
@@ -32,40 +34,37 @@ class Config:
         pow2 = ("XBLOCK", "RBLOCK", "num_warps", "unroll") + (() if self.kind == "split_row" else ("split",))
         for name in pow2:
             v = getattr(self, name)
-            if not isinstance(v, int) or v < 1 or v & (v - 1):
-                raise ValueError(f"rblock.Config: {name} must be a power of two, got {v!r}")
+            if type(v) is not int or v < 1 or v & (v - 1):
+                _bad(name, f"must be a power of two, got {describe(v)}")
+        for name in ("no_rblock_scaling", "recompute", "prefetch", "align"):
+            if type(getattr(self, name)) is not bool:
+                _bad(name, f"must be True or False, got {describe(getattr(self, name))}")
         if self.kind not in ("persistent", "looped", "persistent_rblock", "split_row"):
-            allowed = "'persistent', 'looped', 'persistent_rblock' or 'split_row'"
-            raise ValueError(f"rblock.Config: kind must be {allowed}, got {self.kind!r}")
-        if self.kind == "split_row" and not (isinstance(self.split, int) and self.split >= 2 and self.XBLOCK == 1):
-            raise ValueError(
-                f"rblock.Config: split_row needs split >= 2 programs per row and XBLOCK 1, got split={self.split!r}, "
-                f"XBLOCK={self.XBLOCK!r}"
-            )
+            kinds = "'persistent', 'looped', 'persistent_rblock' or 'split_row'"
+            _bad("kind", f"must be {kinds}, got {describe(self.kind)}")
+        if self.kind == "split_row" and not (type(self.split) is int and self.split >= 2 and self.XBLOCK == 1):
+            got = f"split={describe(self.split)}, XBLOCK={describe(self.XBLOCK)}"
+            _bad("split", f"of split_row must be >= 2 programs per row, with XBLOCK 1; got {got}")
         if self.kind == "split_row" and self.tiles > 1:
-            raise ValueError("rblock.Config: split_row takes no tiles")
+            _bad("tiles", "must be 1 for split_row")
         one_tile = self.kind == "split_row" or (self.split == 1 and self.tiles == 1 and not self.align)
         if self.prefetch and not (self.single_pass and one_tile):
-            raise ValueError(
-                "rblock.Config: prefetch applies to split_row and to unsplit, unaligned single passes of one tile"
-            )
+            _bad("prefetch", "applies to split_row and to unsplit, unaligned single passes of one tile")
         if self.unroll > 1 and self.kind != "looped":
-            raise ValueError("rblock.Config: unroll applies to looped kernels alone")
+            _bad("unroll", "applies to looped kernels alone")
         if self.align and ((self.split > 1 and self.kind != "split_row") or self.tiles > 1 or self.prefetch):
-            raise ValueError(
-                "rblock.Config: align applies to kernels of one tile (split_row included), not to splits over two "
-                "kernels nor to rows loaded ahead (prefetch)"
-            )
-        if not isinstance(self.tiles, int) or self.tiles < 1:
-            raise ValueError(f"rblock.Config: tiles must be a positive int, got {self.tiles!r}")
+            why = "not to splits over two kernels nor to rows loaded ahead (prefetch)"
+            _bad("align", f"applies to kernels of one tile (split_row included), {why}")
+        if type(self.tiles) is not int or self.tiles < 1:
+            _bad("tiles", f"must be a positive int, got {describe(self.tiles)}")
         if self.tiles > 1 and not self.single_pass:
-            raise ValueError("rblock.Config: tiles applies to single-pass kinds (persistent, persistent_rblock)")
+            _bad("tiles", "applies to single-pass kinds (persistent, persistent_rblock)")
         if self.recompute and not self.single_pass:
-            raise ValueError("rblock.Config: recompute applies to single-pass kinds (persistent, persistent_rblock)")
-        if not isinstance(self.maxnreg, int) or not (self.maxnreg == 0 or (16 <= self.maxnreg <= 255)):
-            raise ValueError(f"rblock.Config: maxnreg must be 0 (no cap) or 16 to 255, got {self.maxnreg!r}")
-        if not isinstance(self.num_stages, int) or self.num_stages < 1:
-            raise ValueError(f"rblock.Config: num_stages must be a positive int, got {self.num_stages!r}")
+            _bad("recompute", "applies to single-pass kinds (persistent, persistent_rblock)")
+        if type(self.maxnreg) is not int or not (self.maxnreg == 0 or (16 <= self.maxnreg <= 255)):
+            _bad("maxnreg", f"must be 0 (no cap) or 16 to 255, got {describe(self.maxnreg)}")
+        if type(self.num_stages) is not int or self.num_stages < 1:
+            _bad("num_stages", f"must be a positive int, got {describe(self.num_stages)}")
 
     @property
     def single_pass(self) -> bool:
@@ -92,6 +91,10 @@ class Config:
             f"{self.kind}(XBLOCK={self.XBLOCK}, RBLOCK={self.RBLOCK}, "
             f"num_warps={self.num_warps}, num_stages={self.num_stages}{flags})"
         )
+
+
+def _bad(name: str, problem: str) -> None:
+    raise InvalidArgument("Config", name, problem)
 
 
 @dataclass(frozen=True, slots=True)

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, fields
 
+from rblock.errors import InvalidArgument, describe
+
 
 @dataclass(frozen=True, slots=True)
 class Heuristics:
@@ -224,8 +226,11 @@ class Heuristics:
 
     def __post_init__(self) -> None:
         for f in fields(self):
-            if getattr(self, f.name) < 0:
-                raise ValueError(f"rblock.Heuristics: {f.name} must be >= 0, got {getattr(self, f.name)}")
+            v, default = getattr(self, f.name), f.default
+            if type(v) is bool or not isinstance(v, (int, float)) or (type(default) is int and type(v) is not int):
+                raise InvalidArgument("Heuristics", f.name, f"must be {type(default).__name__}, got {describe(v)}")
+            if v < 0:
+                raise InvalidArgument("Heuristics", f.name, f"must be >= 0, got {describe(v)}")
 
 
 DEFAULT = Heuristics()

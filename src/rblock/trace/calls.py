@@ -7,6 +7,8 @@ import inspect
 import torch
 from torch.utils import _pytree as pytree
 
+from rblock.trace.guards import value_key
+
 _PLAIN = (int, float, bool, str, type(None))
 
 
@@ -48,8 +50,9 @@ def _flatten(obj: object, leaves: list, sig: list) -> None:
         for o in obj.values():
             _flatten(o, leaves, sig)
     else:
-        # the type too: 2 and 2.0 trace to different kernels (integer vs float math)
-        sig.append((type(obj), obj) if isinstance(obj, (int, float, bool, str, type(None), torch.dtype)) else repr(obj))
+        # the type too: 2 and 2.0 trace to different kernels (integer vs float math); never a repr, which NumPy
+        # shortens for long arrays (two arrays, one key)
+        sig.append(value_key(obj))
 
 
 def holder(fn, args: tuple, kwargs: dict, t: torch.Tensor) -> str:

@@ -81,7 +81,7 @@ def guard(fn: object, key: list, tensors: list[torch.Tensor], slots: list[tuple[
     reads, with their `slots` (the function that reads each, and the variable's name). Cheap: the variables of a
     function are found once; a call reads their values."""
     if isinstance(fn, functools.partial):
-        key.append(tuple(_value_key(a) for a in (*fn.args, *fn.keywords.values())))
+        key.append(tuple(value_key(a) for a in (*fn.args, *fn.keywords.values())))
         fn = fn.func
     if isinstance(fn, types.MethodType):
         key.append(_object_key(fn.__self__))
@@ -108,10 +108,10 @@ def _guard_function(fn: types.FunctionType, key: list, tensors: list, slots: lis
                 seen.add(id(v))
                 _guard_function(v, key, tensors, slots, seen)
         else:
-            key.append(_value_key(v))
+            key.append(value_key(v))
 
 
-def _value_key(v: object) -> object:
+def value_key(v: object) -> object:
     """A hashable stand-in for a value read by a compiled function: equal when tracing it would give the same
     kernel (containers by their items, plain objects by identity and their plain attributes)."""
     t = type(v)
@@ -119,10 +119,12 @@ def _value_key(v: object) -> object:
         return (t, v)
     if isinstance(v, torch.Tensor):  # inside a container: the trace refuses it if the function uses it
         return (t, v.shape, v.dtype)
+    if t.__module__ == "numpy" and t.__name__ == "ndarray":  # baked into the kernel: by its every value
+        return (t, v.dtype.str, v.shape, v.tobytes())
     if t in (tuple, list, set, frozenset):
-        return (t, tuple(_value_key(o) for o in v))
+        return (t, tuple(value_key(o) for o in v))
     if t is dict:
-        return (t, tuple((_value_key(k), _value_key(o)) for k, o in v.items()))
+        return (t, tuple((value_key(k), value_key(o)) for k, o in v.items()))
     if t.__hash__ is object.__hash__ and hasattr(v, "__dict__") and not callable(v):
         return _object_key(v)
     try:

@@ -9,7 +9,7 @@ from dataclasses import dataclass
 import torch
 import torch.fx
 
-from rblock.errors import UnsupportedOperation
+from rblock.errors import UnsupportedOperation, describe
 from rblock.ir import ELEMENTWISE, Access, Buffer, DType, Elementwise, KernelGraph, Node, Op, Rank
 from rblock.ir.nodes import MULTI_OUTPUT_OPS, REDUCE_OPS
 from rblock.trace.axes import VIEWS, _is_source
@@ -156,7 +156,7 @@ class _Lowering:
         if isinstance(arg, (bool, int, float)):
             return self.const(arg)
         if not isinstance(arg, torch.fx.Node):
-            raise UnsupportedOperation(self.fn, f"operand {arg!r} is not a tensor or a number")
+            raise UnsupportedOperation(self.fn, f"operand {describe(arg)} is not a tensor or a number")
         v = self.env[arg.name]
         if isinstance(v, int):
             return v
@@ -361,7 +361,7 @@ class _Lowering:
         specs = []
         for leaf in outs:
             if not isinstance(leaf, torch.fx.Node) or not isinstance(leaf.meta.get("val"), torch.Tensor):
-                raise UnsupportedOperation(self.fn, f"it returns {leaf!r}; only tensors can be returned")
+                raise UnsupportedOperation(self.fn, f"it returns {describe(leaf)}; only tensors can be returned")
             val = leaf.meta["val"]
             v = self.value(leaf)
             dt = _dtype(self.fn, val.dtype)
