@@ -461,3 +461,11 @@ def test_config_refuses_wrong_types_by_field(fields):
 def test_heuristics_refuse_wrong_types_and_negatives_by_field(fields):
     with pytest.raises(InvalidArgument, match=f"rblock.Heuristics: {next(iter(fields))}"):
         rblock.Heuristics(**fields)
+
+
+def test_explain_lists_every_config_field_of_each_candidate():
+    from dataclasses import fields
+
+    report = rblock.explain(lambda a: torch.softmax(a, -1), _rand(4, 100, seed="explain"))
+    names = {f.name for f in fields(rblock.Config)}
+    assert all(names <= set(c) for c in report["candidates"])

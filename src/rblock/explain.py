@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import asdict
 
 from rblock.compiler import Compiled, CompiledFunction, compile, recording
 from rblock.errors import InvalidType, describe
@@ -19,18 +20,7 @@ def report(c: Compiled) -> dict:
         "register_intensive": c.plan.register_intensive,
         "candidates": [
             {
-                "kind": cand.config.kind,
-                "XBLOCK": cand.config.XBLOCK,
-                "RBLOCK": cand.config.RBLOCK,
-                "num_warps": cand.config.num_warps,
-                "num_stages": cand.config.num_stages,
-                "no_rblock_scaling": cand.config.no_rblock_scaling,
-                "split": cand.config.split,
-                "recompute": cand.config.recompute,
-                "tiles": cand.config.tiles,
-                "prefetch": cand.config.prefetch,
-                "unroll": cand.config.unroll,
-                "align": cand.config.align,
+                **asdict(cand.config),  # every field of Config, as the tuning cache stores it
                 "live_fp32_per_thread": (
                     c.features.live_fp32_per_thread(
                         cand.config.XBLOCK,
