@@ -17,7 +17,7 @@ from rblock.ir.reductions import REDUCTIONS
 from rblock.ir.split import can_split, split, split_chunks
 from rblock.ir.verify import verify
 from rblock.plan import DEFAULT, plan
-from rblock.plan.candidates import next_pow2
+from rblock.plan.sizes import next_pow2
 from rblock.trace import trace
 
 

@@ -26,8 +26,8 @@ from rblock.ir import KernelGraph, query
 from rblock.ir.passes import dead_code, reciprocal_row_divisors, simplify_dims
 from rblock.ir.verify import verify
 from rblock.plan import DEFAULT, Config, Heuristics, Plan, plan
-from rblock.plan.candidates import next_pow2
 from rblock.plan.feasible import check_forced
+from rblock.plan.sizes import next_pow2
 from rblock.program import make_program
 from rblock.runtime import cache, device, workers
 from rblock.runtime.launch import Program

@@ -6,9 +6,10 @@ import math
 from dataclasses import dataclass, replace
 
 from rblock.analysis import Features, Hint
-from rblock.ir.split import split_chunks
 from rblock.plan.config import Candidate, Config
 from rblock.plan.heuristics import Heuristics
+from rblock.plan.sizes import next_pow2, warps_for
+from rblock.plan.splits import COLUMN_TILES, split_candidates, split_row_candidates
 
 
 @dataclass(frozen=True, slots=True)
@@ -16,16 +17,6 @@ class Plan:
     strategy: str  # "persistent" or "looped": what the default rules pick
     candidates: tuple[Candidate, ...]
     register_intensive: bool
-
-
-def next_pow2(n: int) -> int:
-    return 1 << max(n - 1, 0).bit_length()
-
-
-def warps_for(h: Heuristics, elems: int, per_warp: int | None = None) -> int:
-    """num_warps for a tile of `elems` at `per_warp` elements per warp (default: a looped tile's), clamped."""
-    per_warp = per_warp or h.elems_per_warp
-    return min(max(next_pow2(max(elems // per_warp, 1)), h.min_warps), h.max_warps)
 
 
 def persistent_allowed(f: Features, h: Heuristics) -> bool:
@@ -127,7 +118,6 @@ def exact_tiles(rnumel: int, h: Heuristics) -> tuple[int, int] | None:
 # (XBLOCK, RBLOCK, warps) of a column reduction's tiles. The tall one reads 16 KB per trip, so that few programs
 # keep enough loads in flight unsplit (max-autotune's pick): sum over dim 0 of (5461, 12288), 192 programs of it,
 # took 56.4 us against 58.4 for the others' best on an H100 (benchmarks/results/runs_2026-12-14/ab_tall/)
-COLUMN_TILES = ((64, 8, 8), (32, 16, 4), (64, 32, 4), (64, 128, 16))
 
 
 def _elem_bytes(f: Features) -> float:
@@ -184,42 +174,6 @@ def _looped(f: Features, h: Heuristics, register_intensive: bool) -> list[Candid
         Hint.DEFAULT: [contiguous, columns[0], tiny],
     }
     return list(dict.fromkeys(by_hint[f.hint]))
-
-
-def _split(f: Features, h: Heuristics, first: Config, sm_count: int) -> list[Candidate]:
-    """Split candidates when the kernel would leave SMs idle: few rows, or few blocks of columns (each column tile
-    split for its own number of programs)."""
-    if not f.splittable:
-        return []
-    if f.hint in (Hint.OUTER, Hint.OUTER_TINY):
-        out = []
-        for x, r, w in COLUMN_TILES:
-            programs = -(-max(f.xnumel, 1) // x)
-            if programs < h.split_outer_programs_per_sm * sm_count:
-                below = 2 ** math.floor(math.log2(h.split_outer_programs_per_sm * sm_count / programs))
-                for wanted in (below, 2 * below):  # the powers of two around the aim: the tuner measures which pays
-                    out += _split_as(f, programs, _chunks(f, h, wanted), sm_count, [(x, r, w)])
-        return out
-    programs = -(-max(f.xnumel, 1) // first.XBLOCK)
-    if programs >= h.split_below_sm_fraction * sm_count:
-        return []
-    chunks = _chunks(f, h, -(-h.split_programs_per_sm * sm_count // programs))
-    r = min(next_pow2(-(-f.rnumel // chunks)), h.max_r0_block)
-    shapes = [(1, r, warps_for(h, r)), (1, max(r // 2, 1), warps_for(h, r // 2))]
-    return _split_as(f, programs, chunks, sm_count, shapes)
-
-
-def _chunks(f: Features, h: Heuristics, wanted: int) -> int:
-    return split_chunks(f.rnumel, min(wanted, f.rnumel // max(h.split_min_chunk, 1)))
-
-
-def _split_as(f: Features, programs: int, chunks: int, sm_count: int, shapes: list) -> list[Candidate]:
-    """`shapes` ((XBLOCK, RBLOCK, warps) each) split into `chunks` slices per row, none if fewer than 2."""
-    why = (
-        f"{programs} program(s) for {sm_count} SMs: {chunks} slices of {-(-f.rnumel // chunks)} per row, then a "
-        "combine kernel (and one writing full-size outputs slice by slice)"
-    )
-    return [Candidate(Config("looped", x, r, w, split=chunks), why) for x, r, w in shapes] if chunks >= 2 else []
 
 
 def _unrolled(f: Features, h: Heuristics, cands: list[Candidate], sm_count: int) -> list[Candidate]:
@@ -302,36 +256,6 @@ def _whole_rows(f: Features, h: Heuristics, sm_count: int) -> list[Candidate]:
     return [Candidate(Config("persistent", 1, rblock, w), f"{why}; {w} warps") for w in dict.fromkeys([top, top // 2])]
 
 
-def _split_row(f: Features, h: Heuristics, sm_count: int) -> list[Candidate]:
-    """Rows too long for one program: a slice per program, each of the slice sizes the heuristics allow. Not for
-    column reductions, whose slices would be read one element per row."""
-    if not f.row_splittable or f.rnumel <= h.split_row_min_rnumel or f.hint in (Hint.OUTER, Hint.OUTER_TINY):
-        return []
-    out = []
-    rblock = h.split_row_max_slice
-    while rblock >= h.split_row_min_slice:
-        parts = -(-f.rnumel // rblock)
-        if 2 <= parts <= min(h.split_row_max_parts, h.split_row_max_parts_per_sm * sm_count):
-            warps = warps_for(h, rblock, h.split_row_elems_per_warp)
-            what = (
-                f"split row: {parts} co-resident programs per row, each holding a slice of {rblock} in registers, "
-                "exchange partial results and finish their slice; the row is read once"
-            )
-            ahead = "; the next row's slice is loaded while waiting for this row's partial results" + (
-                "; 16-bit inputs held as loaded, recomputed after the exchange" if f.narrow_loads else ""
-            )
-            out.append(Candidate(Config("split_row", 1, rblock, warps, split=parts), f"{what}; {warps} warps"))
-            # prefetching at half the warps, each thread holding two slices of 64 elements, or at more warps where
-            # its inputs' values would exceed split_row_prefetch_max_bytes per thread
-            w = max(warps // 2, h.min_warps)
-            while w < warps and f.prefetch_bytes * rblock > h.split_row_prefetch_max_bytes * 32 * w:
-                w *= 2
-            cfg = Config("split_row", 1, rblock, w, split=parts, prefetch=True, recompute=f.narrow_loads)
-            out.append(Candidate(cfg, f"{what}; {w} warps{ahead}"))
-        rblock //= 2
-    return out
-
-
 def _narrow_columns(f: Features, xblock: int) -> bool:
     """A column reduction's tile of `xblock` columns reads less than a 32-byte sector of each row it spans."""
     return f.hint in (Hint.OUTER, Hint.OUTER_TINY) and xblock * _elem_bytes(f) < 32
@@ -367,7 +291,7 @@ def plan(f: Features, h: Heuristics, strategy: str = "auto", sm_count: int = 132
         return Plan("persistent", _unique(persistent + _aligned(f, persistent)), register_intensive)
     if strategy == "looped":
         looped = _looped(f, h, register_intensive)
-        looped += _split(f, h, looped[0].config, sm_count)
+        looped += split_candidates(f, h, looped[0].config, sm_count)
         looped += _unrolled(f, h, looped, sm_count)
         return Plan("looped", _unique(looped + _aligned(f, looped)), register_intensive)
     if default == "persistent":
@@ -412,7 +336,7 @@ def plan(f: Features, h: Heuristics, strategy: str = "auto", sm_count: int = 132
         cands.append(Candidate(tall, why + ", as max-autotune tries"))
     cands += _prefetching(f, h, cands, sm_count)
     cands += _whole_rows(f, h, sm_count)
-    cands += _split_row(f, h, sm_count)
-    cands += _split(f, h, cands[0].config, sm_count)
+    cands += split_row_candidates(f, h, sm_count)
+    cands += split_candidates(f, h, cands[0].config, sm_count)
     cands += _unrolled(f, h, cands, sm_count)
     return Plan(default, _unique(cands + _aligned(f, cands)), register_intensive)

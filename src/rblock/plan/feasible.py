@@ -7,9 +7,9 @@ from rblock.errors import InvalidArgument
 from rblock.ir import KernelGraph
 from rblock.ir.query import can_split_row, misaligned_walk
 from rblock.ir.split import can_split, no_empty_slice
-from rblock.plan.candidates import next_pow2
 from rblock.plan.config import Config
 from rblock.plan.heuristics import Heuristics
+from rblock.plan.sizes import next_pow2
 
 
 def check_forced(name: str, g: KernelGraph, cfg: Config) -> Config:
