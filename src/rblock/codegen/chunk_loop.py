@@ -18,15 +18,16 @@ from rblock.ir.query import VECTOR_BYTES
 class ChunkLoop:
     """Mixed into the kernel body (`codegen.kernel._Body`), whose state and emitters it uses."""
 
-    def _loop(self, k: int, targets: list[int]) -> None:
-        g = self.g
+    def _loop(self, k: int, targets: list[int]) -> list[str]:
+        """Pass k's lines: its loop (or loops) over the row's chunks, then its reductions' results."""
+        g, out = self.g, []
         self.pass_index = k
         for t in targets:  # per-row inputs of this pass come from earlier passes: define them up front
             for dep in query.full_cone(g, t):
                 if g.nodes[dep].rank != Rank.FULL and g.nodes[dep].op not in REDUCE_OPS:
-                    self.emit(dep)
+                    self.emit(dep, out)
         reductions = [t for t in targets if g.nodes[t].op in REDUCE_OPS]
-        self.out.append(f"# pass {k + 1}: {', '.join(f'%{t}' for t in targets)}")
+        out.append(f"# pass {k + 1}: {', '.join(f'%{t}' for t in targets)}")
         uniform = self.walk is None  # a walk's first chunk masks the lanes before each row's start
         groups = {r: stats_group(g, r, self.cfg, aligned=not uniform) for r in reductions}
         peeled = peels_first_chunk(g, reductions, uniform)
@@ -35,14 +36,14 @@ class ChunkLoop:
         if reps > 1:  # a wide pass's sums fold its chunks lane by lane instead
             groups = {r: 1 if self._wide_lanes(r, peeled) else n for r, n in groups.items()}
         width = f"RBLOCK * {u}" if reps > 1 else "RBLOCK"
-        self.out += [line for r in reductions for line in acc_init(g, r, groups[r], peeled, reps, width)]
+        out += [line for r in reductions for line in acc_init(g, r, groups[r], peeled, reps, width)]
         chunk, first = ("rwide", width) if reps > 1 else ("rbase", "RBLOCK")
         if reps > 1:
             wide = f"tl.arange(0, {width})[None, :]{'.to(tl.int64)' if g.index_bits == 64 else ''}"
-            self.out += [f"rwide = {wide}  # {u} chunks a trip, folded in each thread: their loads go out together"]
+            out += [f"rwide = {wide}  # {u} chunks a trip, folded in each thread: their loads go out together"]
         if peeled:  # a wide pass peels a whole tile: its names keep the widths the loop gives them
-            self.out.append(f"# the first {'tile' if reps > 1 else 'chunk'}, before the loop: the lanes' shifts")
-            self._chunk(chunk, targets, groups, peeled, first=True, reps=reps, width=width)
+            out.append(f"# the first {'tile' if reps > 1 else 'chunk'}, before the loop: the lanes' shifts")
+            self._chunk(out, chunk, targets, groups, peeled, first=True, reps=reps, width=width)
             self.peeled = True
         inner = self._inner_chunks()
         spans = [(f"{first if peeled else 0}, {end}, {width}", u, "", False)]  # (bounds, unroll, note, inside)
@@ -58,14 +59,17 @@ class ChunkLoop:
                 note = f"{unroll} chunks' loads in flight"
             else:
                 loop = f"range({bounds})"
-            self.out.append(f"for r0_offset in {loop}:" + (f"  # {note}" if note else ""))
-            saved, self.out, self.inside = self.out, [], inside
-            self._chunk(f"r0_offset + {chunk}", targets, groups, peeled, reps=reps, width=width)
-            self.out, self.inside = saved + [f"    {line}" for line in self.out], False
+            out.append(f"for r0_offset in {loop}:" + (f"  # {note}" if note else ""))
+            body: list[str] = []
+            self.inside = inside
+            self._chunk(body, f"r0_offset + {chunk}", targets, groups, peeled, reps=reps, width=width)
+            self.inside = False
+            out += [f"    {line}" for line in body]
         self.local = {}
         for r in reductions:
-            self.out += acc_finish(g, r, peeled)
+            out += acc_finish(g, r, peeled)
             self.outer[(r, 0)] = f"tmp{r}"
+        return out
 
     def _inner_chunks(self) -> int | None:
         """A walk over rows inside their tensors (`whole`, never peeled nor wide): where its chunks that lie inside
@@ -111,6 +115,7 @@ class ChunkLoop:
 
     def _chunk(
         self,
+        out: list[str],
         rindex: str,
         targets: list[int],
         groups: dict[int, int],
@@ -119,13 +124,13 @@ class ChunkLoop:
         reps: int = 1,
         width: str = "RBLOCK",
     ) -> None:
-        """One chunk of a pass: its values, folded into the accumulators."""
+        """One chunk of a pass, appended to `out`: its values, folded into the accumulators."""
         g = self.g
         self.local = {}
-        self._r_header(rindex)
+        out += self._r_header(rindex)
         for t in targets:
             if g.nodes[t].op in REDUCE_OPS:
-                v = self.emit(g.nodes[t].args[0])
-                self.out += acc_update(g, t, v, groups[t], peeled, first, reps, width)
+                v = self.emit(g.nodes[t].args[0], out)
+                out += acc_update(g, t, v, groups[t], peeled, first, reps, width)
             else:
-                self.emit(t)
+                self.emit(t, out)

@@ -115,7 +115,7 @@ def _ordinal(g: KernelGraph, i: int) -> int:
 
 class _Body(ChunkLoop, RowLoop, Totals):
     def __init__(
-        self, g: KernelGraph, config: Config, phase: Phase = "all", max_spins: int = 0, interpret: bool = False
+        self, g: KernelGraph, config: Config, phase: Phase, max_spins: int, interpret: bool, whole: bool = False
     ) -> None:
         self.g, self.cfg = g, config
         self.looped = not config.single_pass
@@ -127,14 +127,16 @@ class _Body(ChunkLoop, RowLoop, Totals):
         self.kept_exps = query.softmax_numerators(g) if self.split_row and not self.recompute else {}
         self.writes_rows = any(n.op == Op.STORE and n.rank == Rank.FULL for n in g.nodes)
         self.reread = query.read_back(g) if self.looped else {}  # value -> the first loop's store of it
-        self.out: list[str] = []
-        self._fresh_names()
+        # looped: what each loop computes, and the full-size loads (and read back values) each needs
+        self.passes = query.looped_passes(g) if self.looped else []
+        stop = frozenset(self.reread)
+        self.loop_uses = [query.loads_in_pass(g, p, stop if k else frozenset()) for k, p in enumerate(self.passes)]
         self.tiles = config.tiles  # single pass: the row as this many [XBLOCK, RBLOCK] tiles
         self.tile = 0  # the tile whose full-size values are being emitted
         walk = query.misaligned_walk(g) if config.align else None
         self.walk = g.nodes[walk[0]].attr if walk else None  # align: the access whose rows are walked
         self.vec = walk[1] if walk else 1  # its elements per 16-byte vector
-        self.whole = False  # align: the body for programs whose rows' last vectors lie inside the tensors
+        self.whole = whole  # align: the body for programs whose rows' last vectors lie inside the tensors
         self.inside = False  # align: the chunk being emitted lies inside every row (`ChunkLoop._inner_chunks`)
         users = g.users()
         # casts whose only users are stores of the same type: the store rounds, no need to round twice
@@ -143,9 +145,6 @@ class _Body(ChunkLoop, RowLoop, Totals):
             for i, n in enumerate(g.nodes)
             if n.op == Op.CAST and users[i] and all(g.nodes[u].op == Op.STORE for u in users[i])
         }
-
-    def _fresh_names(self) -> None:
-        """No value emitted yet (a body generated again starts from here)."""
         # names by (node, tile): full-size values have one per tile, the rest tile 0
         self.outer: dict[tuple[int, int], str] = {}  # values defined at function scope
         self.local: dict[tuple[int, int], str] = {}  # values of the loop body, or (recompute) since the last reduction
@@ -166,7 +165,7 @@ class _Body(ChunkLoop, RowLoop, Totals):
         pid = "tl.program_id(0).to(tl.int64)" if g.index_bits == 64 else "tl.program_id(0)"
         x_contiguous = any(n.op == Op.LOAD and n.attr.x_strides[-1:] == (1,) for n in g.nodes)
         whole_rows = g.xnumel > 0 and g.xnumel % self.cfg.XBLOCK == 0
-        self.out = [
+        head = [
             f"rnumel = {g.rnumel}",
             # loads contiguous along x: a constant row count keeps xmask's vector width (Triton knows of an
             # argument only whether it divides by 16)
@@ -178,15 +177,12 @@ class _Body(ChunkLoop, RowLoop, Totals):
             f"rbase = tl.arange(0, RBLOCK)[None, :]{'.to(tl.int64)' if g.index_bits == 64 else ''}",
         ]
         if not self.walk:
-            return self.out + self._body()
-        head = self.out + self._walk_start()
+            return head + self._body()
+        head += self._walk_start()
         if not g.rnumel:  # empty rows: no vector holds any part of one
             return head + self._body()
         head += self._walk_whole()
-        self.whole = True
-        first = self._body()
-        self._fresh_names()
-        self.whole = False
+        first = _Body(g, self.cfg, self.phase, self.max_spins, self.interpret, whole=True)._body()
         last = self._body()
         return [
             *head,
@@ -212,32 +208,31 @@ class _Body(ChunkLoop, RowLoop, Totals):
 
     def _body(self) -> list[str]:
         """Everything after the program's row indices: the tiles or loops, and the stores."""
-        g, self.out = self.g, []
+        g, out = self.g, []
         stores = [i for i, n in enumerate(g.nodes) if n.op == Op.STORE and n.rank != Rank.TOTAL]
         if not self.looped:
             for tile in range(self.tiles):
                 self.tile = tile
-                self._r_header("rbase" if tile == 0 else f"rbase + {tile} * RBLOCK")
+                out += self._r_header("rbase" if tile == 0 else f"rbase + {tile} * RBLOCK")
             self.tile = 0
             for i in query.early_row_loads(g):  # issued first, their latency hides behind the row's load and reductions
-                self.emit(i)
+                self.emit(i, out)
             for i in stores:
                 for tile in range(self.tiles if g.nodes[i].rank == Rank.FULL else 1):
                     self.tile = tile
-                    self.emit(i)
+                    self.emit(i, out)
             self.tile = 0
-            return self.out + self._shares("=")
-        passes = query.looped_passes(g)
-        stop = frozenset(self.reread)
-        self.loop_uses = [query.loads_in_pass(g, p, stop if k else frozenset()) for k, p in enumerate(passes)]
-        for k, targets in enumerate(passes):
+            shares = self._shares("=", out)
+            return out + shares
+        for k, targets in enumerate(self.passes):
             if k == 1 and self.reread:  # a block barrier orders every thread's stores before the loads below
-                self.out.append("tl.debug_barrier()  # the first loop's stores are read back below")
-            self._loop(k, targets)
+                out.append("tl.debug_barrier()  # the first loop's stores are read back below")
+            out += self._loop(k, targets)
         for i in stores:
             if g.nodes[i].rank != Rank.FULL:
-                self.emit(i)
-        return self.out + self._shares("=")
+                self.emit(i, out)
+        shares = self._shares("=", out)
+        return out + shares
 
     def _walk_masks(self, every_vector: bool, inside: bool = False) -> list[str]:
         """align: the row's element indices and masks at the walk's positions `jindex` (`jvec`: their vectors'
@@ -271,21 +266,24 @@ class _Body(ChunkLoop, RowLoop, Totals):
         """Suffix of the current tile's names (none for one tile)."""
         return f"_t{self.tile}" if self.tiles > 1 else ""
 
-    def _r_header(self, rindex: str) -> None:
+    def _r_header(self, rindex: str) -> list[str]:
+        """The current tile's (or chunk's) element indices and masks, starting at `rindex`."""
         s = self._sfx()
         if self.walk:
-            self.out += [f"jindex = {rindex}"] + ([] if self.inside else [f"jvec = jindex // {self.vec} * {self.vec}"])
-            self.out += self._walk_masks(every_vector=self.whole, inside=self.inside)
-            return
-        self.out.append(f"rindex{s} = {rindex}")
+            out = [f"jindex = {rindex}"] + ([] if self.inside else [f"jvec = jindex // {self.vec} * {self.vec}"])
+            return out + self._walk_masks(every_vector=self.whole, inside=self.inside)
         tail = f" & (x0 * rnumel + rindex{s} < {self.g.r_extent})" if self.g.r_extent else ""  # a short last slice
-        self.out.append(f"rmask{s} = (rindex{s} < rnumel){tail}" if tail else f"rmask{s} = rindex{s} < rnumel")
-        self.out += dim_vars("r", f"rindex{s}", self.g.r_sizes, s)
-        self.out.append(f"mask{s} = xmask & rmask{s}")
+        return [
+            f"rindex{s} = {rindex}",
+            f"rmask{s} = (rindex{s} < rnumel){tail}" if tail else f"rmask{s} = rindex{s} < rnumel",
+            *dim_vars("r", f"rindex{s}", self.g.r_sizes, s),
+            f"mask{s} = xmask & rmask{s}",
+        ]
 
     # ---- values --------------------------------------------------------------------------------------------
-    def emit(self, i: int) -> str:
-        """The name (or literal) of node i, emitting its definition into the right scope first."""
+    def emit(self, i: int, out: list[str]) -> str:
+        """The name (or literal) of node i, appending its definition (and its operands') to `out` unless a scope
+        already holds it."""
         n = self.g.nodes[i]
         if n.op == Op.CONST:
             return literal(n.attr)
@@ -293,39 +291,39 @@ class _Body(ChunkLoop, RowLoop, Totals):
         if key in self._scope(n):
             return self._scope(n)[key]
         if n.op == Op.GETITEM:
-            self.emit(n.args[0])
+            self.emit(n.args[0], out)
             self.outer[key] = f"tmp{n.args[0]}_{n.attr}"
             return self.outer[key]
         if n.op in REDUCE_OPS and not self.looped:
-            return self._emit_reduction(i, n)
+            return self._emit_reduction(i, n, out)
         if self.pass_index and i in self.reread:  # one load of the output instead of its inputs' loads
             s = self.reread[i]
-            self.out.append(f"# ir %{i}: read back from the output that %{s} stored in the first loop")
-            self.out.append(f"tmp{i} = {self._load(i, self.g.nodes[s].attr, n.dtype)}")
+            out.append(f"# ir %{i}: read back from the output that %{s} stored in the first loop")
+            out.append(f"tmp{i} = {self._load(i, self.g.nodes[s].attr, n.dtype)}")
             self._scope(n)[key] = f"tmp{i}"
             return f"tmp{i}"
         epoch = self.epoch
         args = shifted_exp(n, self.g) or n.args  # exp(a - b): the subtraction folds into the exp
-        ops = [self.emit(a) for a in args]
+        ops = [self.emit(a, out) for a in args]
         if self.epoch != epoch:  # an operand ran a reduction: recompute the full-size operands after it
-            ops = [self.emit(a) for a in args]
+            ops = [self.emit(a, out) for a in args]
         var = f"tmp{i}{self._sfx()}" if n.rank == Rank.FULL else f"tmp{i}"
         if n.op == Op.LOAD and self._holds_raw(n):
             if key not in self.raw:
-                self.out.append(f"# ir %{i}: load {n.attr}, held as loaded")
+                out.append(f"# ir %{i}: load {n.attr}, held as loaded")
                 self.raw[key] = f"{var}_raw"
-                self.out.append(f"{self.raw[key]} = {self._load(i, n.attr, n.dtype, widen=False)}")
+                out.append(f"{self.raw[key]} = {self._load(i, n.attr, n.dtype, widen=False)}")
             var = f"{var}_{self.epoch}"
-            self.out.append(f"{var} = _widen({self.raw[key]})")
+            out.append(f"{var} = _widen({self.raw[key]})")
         elif n.op == Op.LOAD:
-            self.out.append(f"# ir %{i}: load {n.attr}")
-            self.out.append(f"{var} = {self._load(i, n.attr, n.dtype)}")
+            out.append(f"# ir %{i}: load {n.attr}")
+            out.append(f"{var} = {self._load(i, n.attr, n.dtype)}")
         elif n.op == Op.GATHER:
-            self.out.append(f"# ir %{i}: gather {n.attr} at %{n.args[0]}")
-            self.out.append(f"{var} = {self._gather(n.attr, ops[0], n.dtype)}")
+            out.append(f"# ir %{i}: gather {n.attr} at %{n.args[0]}")
+            out.append(f"{var} = {self._gather(n.attr, ops[0], n.dtype)}")
         elif n.op == Op.STORE:
-            self.out.append(f"# ir %{i}: store {n.attr}")
-            self.out += self._store(n.attr, ops[0], n.dtype, n.rank, keep=i in self.reread.values())
+            out.append(f"# ir %{i}: store {n.attr}")
+            out += self._store(n.attr, ops[0], n.dtype, n.rank, keep=i in self.reread.values())
             return ""
         elif n.op in POINTWISE_OPS:
             expr = ops[0] if i in self.rounded_by_store else pointwise(n, ops, self.g, self.interpret)
@@ -334,7 +332,7 @@ class _Body(ChunkLoop, RowLoop, Totals):
             if expr in ops:  # a no-op cast: reuse the operand's name
                 self._scope(n)[key] = expr
                 return expr
-            self.out.append(f"{var} = {expr}  # ir %{i}: {n.op.name.lower()}")
+            out.append(f"{var} = {expr}  # ir %{i}: {n.op.name.lower()}")
         else:
             raise AssertionError(f"no codegen for {n} here (looped reductions are finished by their loop)")
         self._scope(n)[key] = var
@@ -343,23 +341,23 @@ class _Body(ChunkLoop, RowLoop, Totals):
     def _key(self, i: int, n) -> tuple[int, int]:
         return (i, self.tile if n.rank == Rank.FULL else 0)
 
-    def _per_tile(self, i: int) -> list[str]:
+    def _per_tile(self, i: int, out: list[str]) -> list[str]:
         """Node i's name in every tile."""
         saved, names = self.tile, []
         for tile in range(self.tiles):
             self.tile = tile
-            names.append(self.emit(i))
+            names.append(self.emit(i, out))
         self.tile = saved
         return names
 
-    def _emit_reduction(self, i: int, n) -> str:
+    def _emit_reduction(self, i: int, n, out: list[str]) -> str:
         epoch = self.epoch
-        vs = self._per_tile(n.args[0])
+        vs = self._per_tile(n.args[0], out)
         if self.epoch != epoch:  # the operand needed another reduction first: recompute it after that one
-            vs = self._per_tile(n.args[0])
-        self.out.append(f"# ir %{i}: {n.op.name.lower()} %{n.args[0]}")
+            vs = self._per_tile(n.args[0], out)
+        out.append(f"# ir %{i}: {n.op.name.lower()} %{n.args[0]}")
         masks = [None if self._inside_rows(j) else m for j, m in enumerate(self._tile_names("mask"))]
-        self.out += single_pass(self.g, i, vs, masks, self._tile_names("rindex"), self._again)
+        out += single_pass(self.g, i, vs, masks, self._tile_names("rindex"), self._again)
         self._next_epoch()
         self.outer[(i, 0)] = f"tmp{i}"
         return f"tmp{i}"
@@ -386,10 +384,9 @@ class _Body(ChunkLoop, RowLoop, Totals):
         names, and the lines that recompute it (none unless `recompute`)."""
         if not self.recompute:
             return names, []
-        saved, self.out = self.out, []
+        lines: list[str] = []
         self._next_epoch()
-        names = self._per_tile(i)
-        lines, self.out = self.out, saved
+        names = self._per_tile(i, lines)
         return names, lines
 
     def _index(self, acc: Access, with_r: bool = True, x: str = "x") -> tuple[str, bool, bool]:

@@ -56,7 +56,7 @@ class RowLoop:
         head.append("for xoffset in range(group * XBLOCK, xnumel, groups * XBLOCK):  # this group's rows")
         if self.interpret:  # the interpreter's range() takes no tensor bounds; its `while` does
             head[-1:] = ["xoffset = group * XBLOCK", "while xoffset < xnumel:  # this group's rows"]
-        self.out = [
+        out = [
             "xindex = xoffset + tl.arange(0, XBLOCK)[:, None]",
             "xmask = xindex < xnumel",
             *dim_vars("x", "xindex", g.x_sizes),
@@ -77,27 +77,27 @@ class RowLoop:
             ]
             for i in ahead:
                 n = g.nodes[i]
-                self.out.append(f"# ir %{i}: load {n.attr}, loaded one round ahead")
+                out.append(f"# ir %{i}: load {n.attr}, loaded one round ahead")
                 if self._holds_raw(n):  # widened where used
-                    self.out.append(f"tmp{i}_raw = tmp{i}_next")
+                    out.append(f"tmp{i}_raw = tmp{i}_next")
                     self.raw[(i, 0)] = f"tmp{i}_raw"
                     continue
                 wide = n.dtype in (DType.BF16, DType.F16)
-                self.out.append(f"tmp{i} = _widen(tmp{i}_next)" if wide else f"tmp{i} = tmp{i}_next")
+                out.append(f"tmp{i} = _widen(tmp{i}_next)" if wide else f"tmp{i} = tmp{i}_next")
                 self.outer[(i, 0)] = f"tmp{i}"
         if not self.split_row:  # this row's gathers and the next row's loads go out before this row's reductions
             for i in query.early_row_loads(g):
-                self.emit(i)
-            self.out += self._next_row_loads(ahead)
+                self.emit(i, out)
+            out += self._next_row_loads(ahead)
             for i in (i for i, n in enumerate(g.nodes) if n.op == Op.STORE and n.rank != Rank.TOTAL):
-                self.emit(i)
-            self.out += self._shares("+=")
+                self.emit(i, out)
+            out += self._shares("+=", out)
             head[-1:-1] = [  # the sums over every row: this program's rows, added up as they come
                 f"share{t} = tl.zeros([XBLOCK, 1], {TL_DTYPE[g.nodes[t].dtype]})" for t in query.totals(g)
             ]
-            return head + [f"    {line}" for line in self._next_round()]
+            return head + [f"    {line}" for line in self._next_round(out)]
         for i in query.early_row_loads(g):
-            self.emit(i)
+            self.emit(i, out)
         reductions = sorted(query.reduction_levels(g))
         slots = partial_slots(g)
         words = self.words
@@ -112,46 +112,46 @@ class RowLoop:
         for r in reductions:  # the finish needs a slice's softmax statistics whose exps it rescales
             if self.phase != "finish" or r in self.kept_exps.values():
                 n = self.g.nodes[r]
-                self.out.append(f"# ir %{r}: {n.op.name.lower()} %{n.args[0]}, this slice")
-                self.out += split_row_partial(g, r, self.emit(n.args[0]), walked=bool(self.walk))
+                out.append(f"# ir %{r}: {n.op.name.lower()} %{n.args[0]}, this slice")
+                out += split_row_partial(g, r, self.emit(n.args[0], out), walked=bool(self.walk))
         if self.phase != "finish":
             if words:
                 # the sets alternate by round: a program may publish its next round while another reads this one's
                 # words, but not the round after, which needs the other's next words
-                self.out += ["epoch += 1", f"wset = (epoch & 1) * {len(slots)}"]
-                self.out += [
+                out += ["epoch += 1", f"wset = (epoch & 1) * {len(slots)}"]
+                out += [
                     f"_word_put(wrow + ((wset + {k}) * parts + part), tmp{r}_p{j}, epoch)"
                     for k, (r, j, _) in enumerate(slots)
                 ]
             else:
                 for k, (r, j, _) in enumerate(slots):
-                    self.out.append(f"tl.store(ws_ptr{k} + (xindex * parts + part), tmp{r}_p{j}, xmask)")
+                    out.append(f"tl.store(ws_ptr{k} + (xindex * parts + part), tmp{r}_p{j}, xmask)")
         early = query.independent_stores(g)
         if words:
-            self.out += self._next_row_loads(ahead)  # polled below, after the next row's loads have gone out
+            out += self._next_row_loads(ahead)  # polled below, after the next row's loads have gone out
         elif self.phase == "all":
             # the next row's loads go out after arriving, so that the arrival's release fence (a MEMBAR) does
             # not wait for them; the wait's polls do not
-            self.out.append(f"arrived = _row_arrive(sync_ptr, group, part == 0, {2**31 - (parts - 1)})")
-            self.out += self._next_row_loads(ahead)
-            self.out.append(f"_row_wait(sync_ptr, group, arrived, {self.max_spins})")
+            out.append(f"arrived = _row_arrive(sync_ptr, group, part == 0, {2**31 - (parts - 1)})")
+            out += self._next_row_loads(ahead)
+            out.append(f"_row_wait(sync_ptr, group, arrived, {self.max_spins})")
         else:
-            self.out += self._next_row_loads(ahead)
+            out += self._next_row_loads(ahead)
         if self.phase != "finish":  # what needs no partial result is stored while the others' come
             for i in early:
-                self.emit(i)
+                self.emit(i, out)
         if self.phase == "partials":
-            return head + [f"    {line}" for line in self._next_round()]
+            return head + [f"    {line}" for line in self._next_round(out)]
         self._next_epoch()  # recompute: full-size values are widened again after the barrier, not held across it
         for r in reductions:
             ws = [k for k, s in enumerate(slots) if s[0] == r]
-            self.out += split_row_combine(g, r, ws, parts, self.max_spins if words else None, bool(self.walk))
+            out += split_row_combine(g, r, ws, parts, self.max_spins if words else None, bool(self.walk))
             self.outer[(r, 0)] = f"tmp{r}"
         for i, n in enumerate(g.nodes):
             if n.op == Op.STORE and i not in early:
-                self.emit(i)
+                self.emit(i, out)
         tail = ["if part == 0:", "    tl.store(sync_ptr + 1 + group, epoch)  # for the group's next launch"]
-        return head + [f"    {line}" for line in self._next_round()] + (tail if words else [])
+        return head + [f"    {line}" for line in self._next_round(out)] + (tail if words else [])
 
     def _next_row_loads(self, ahead: list[int]) -> list[str]:
         """prefetch: the loads of this program's next row (masked past the last row)."""
@@ -165,9 +165,9 @@ class RowLoop:
             lines.append(f"tmp{i}_next = {load}")
         return lines
 
-    def _next_round(self) -> list[str]:
-        """The row loop's body, stepping its own offset in the interpreter's `while` form."""
-        return self.out + (["xoffset += groups * XBLOCK"] if self.interpret else [])
+    def _next_round(self, out: list[str]) -> list[str]:
+        """The row loop's body `out`, stepping its own offset in the interpreter's `while` form."""
+        return out + (["xoffset += groups * XBLOCK"] if self.interpret else [])
 
     def _prefetched(self) -> list[int]:
         """prefetch: the row's own loads (not those shared by all rows): full-size ones, and per-row ones that need

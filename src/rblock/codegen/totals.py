@@ -55,12 +55,12 @@ class ShareTree:
 class Totals:
     """Mixed into the kernel body (`codegen.kernel._Body`), whose state and emitters it uses."""
 
-    def _shares(self, op: str) -> list[str]:
+    def _shares(self, op: str, out: list[str]) -> list[str]:
         """The rows' values that the sums over every row add, per row (`op`: "=", or "+=" for programs that loop
-        over rows)."""
+        over rows); the values they need are appended to `out`."""
         lines = []
         for t in query.totals(self.g):
-            v = self.emit(self.g.nodes[t].args[0])
+            v = self.emit(self.g.nodes[t].args[0], out)
             lines.append(f"share{t} {op} tl.where(xmask, {v}, 0).to({TL_DTYPE[self.g.nodes[t].dtype]})")
         return lines
 
@@ -92,13 +92,12 @@ class Totals:
                     for k in range(len(totals))
                 ]
                 continue
-            saved, self.out = self.out, []
+            body = []
             for k, t in enumerate(totals):
-                self.out.append(f"tmp{t} = _sum_of_group(share_ptr{k} + {tree.offset(lv)}, {G})")
+                body.append(f"tmp{t} = _sum_of_group(share_ptr{k} + {tree.offset(lv)}, {G})")
                 self.outer[(t, 0)] = f"tmp{t}"
             for i, n in enumerate(g.nodes):
                 if n.op == Op.STORE and n.rank == Rank.TOTAL:
-                    self.emit(i)
-            body, self.out = self.out, saved
+                    self.emit(i, body)
             lines += [f"{pad}{line}" for line in body]
         return lines
