@@ -32,8 +32,26 @@ class RowLoop:
     """Mixed into the kernel body (`codegen.kernel._Body`): reads its `scope` and emission state, uses its emitters."""
 
     def _row_loop_lines(self) -> list[str]:
+        """The program's set-up, what comes before its loop over rows (the first row's loads when rows are loaded
+        ahead, the running sums over every row, the words' epoch), the loop, and what follows it."""
+        g, ahead = self.scope.g, self._prefetched()
+        head, loop = self._row_loop_head(ahead)
+        out = self._row_indices()
+        before = self._first_row(ahead, out) if ahead else []
+        for i in query.early_row_loads(g):  # this row's gathers go out before its reductions
+            self.emit(i, out)
+        if not self.scope.split_row:
+            # the sums over every row: this program's rows, added up as they come
+            before += [f"share{t} = tl.zeros([XBLOCK, 1], {TL_DTYPE[g.nodes[t].dtype]})" for t in query.totals(g)]
+            body, tail = self._prefetch_row(ahead, out), []
+        else:
+            before += self._words_epoch()
+            body, tail = self._split_row(ahead, out)
+        return head + before + [loop] + [f"    {line}" for line in self._next_round(body)] + tail
+
+    def _row_loop_head(self, ahead: list[int]) -> tuple[list[str], str]:
+        """The program's set-up: its group of programs, its slice of the row; and the loop over the group's rows."""
         g, parts = self.scope.g, self.scope.cfg.split if self.scope.split_row else 1
-        ahead = self._prefetched()
         wide = g.index_bits == 64
         head = [
             f"rnumel = {g.rnumel}",
@@ -56,13 +74,16 @@ class RowLoop:
                 "  # the row's partial results",
                 "pmask = pindex < parts",
             ]
-        head.append("for xoffset in range(group * XBLOCK, xnumel, groups * XBLOCK):  # this group's rows")
         if self.scope.interpret:  # the interpreter's range() takes no tensor bounds; its `while` does
-            head[-1:] = ["xoffset = group * XBLOCK", "while xoffset < xnumel:  # this group's rows"]
-        out = [
+            return head + ["xoffset = group * XBLOCK"], "while xoffset < xnumel:  # this group's rows"
+        return head, "for xoffset in range(group * XBLOCK, xnumel, groups * XBLOCK):  # this group's rows"
+
+    def _row_indices(self) -> list[str]:
+        """The start of the loop's body: the row's indices and masks."""
+        return [
             "xindex = xoffset + tl.arange(0, XBLOCK)[:, None]",
             "xmask = xindex < xnumel",
-            *dim_vars("x", "xindex", g.x_sizes),
+            *dim_vars("x", "xindex", self.scope.g.x_sizes),
             *(
                 [*walk_start(self.scope), *walk_masks(self.scope, every_vector=True), *walk_whole(self.scope)]
                 if self.scope.walk
@@ -74,48 +95,58 @@ class RowLoop:
                 else []
             ),
         ]
-        if ahead:  # the first row is loaded before the loop, each next row while this one is reduced or waits
-            head[-1:-1] = [
-                "xindex = group * XBLOCK + tl.arange(0, XBLOCK)[:, None]",
-                *dim_vars("x", "xindex", g.x_sizes),
-                "xmask = xindex < xnumel",
-                "mask = xmask & rmask",
-                *[f"tmp{i}_next = {self._load(i, g.nodes[i].attr, g.nodes[i].dtype, widen=False)}" for i in ahead],
-            ]
-            for i in ahead:
-                n = g.nodes[i]
-                out.append(f"# ir %{i}: load {n.attr}, loaded one round ahead")
-                if self._holds_raw(n):  # widened where used
-                    out.append(f"tmp{i}_raw = tmp{i}_next")
-                    self.raw[(i, 0)] = f"tmp{i}_raw"
-                    continue
-                wide = n.dtype in (DType.BF16, DType.F16)
-                out.append(f"tmp{i} = _widen(tmp{i}_next)" if wide else f"tmp{i} = tmp{i}_next")
-                self.outer[(i, 0)] = f"tmp{i}"
-        if not self.scope.split_row:  # this row's gathers and the next row's loads go out before this row's reductions
-            for i in query.early_row_loads(g):
-                self.emit(i, out)
-            out += self._next_row_loads(ahead)
-            for i in (i for i, n in enumerate(g.nodes) if n.op == Op.STORE and n.rank != Rank.TOTAL):
-                self.emit(i, out)
-            out += self._shares("+=", out)
-            head[-1:-1] = [  # the sums over every row: this program's rows, added up as they come
-                f"share{t} = tl.zeros([XBLOCK, 1], {TL_DTYPE[g.nodes[t].dtype]})" for t in query.totals(g)
-            ]
-            return head + [f"    {line}" for line in self._next_round(out)]
-        for i in query.early_row_loads(g):
+
+    def _first_row(self, ahead: list[int], out: list[str]) -> list[str]:
+        """prefetch: the first row's loads, before the loop (returned); each round takes its row's from the loads
+        made ahead (appended to `out`), and loads its next row while this one is reduced or waits."""
+        g = self.scope.g
+        before = [
+            "xindex = group * XBLOCK + tl.arange(0, XBLOCK)[:, None]",
+            *dim_vars("x", "xindex", g.x_sizes),
+            "xmask = xindex < xnumel",
+            "mask = xmask & rmask",
+            *[f"tmp{i}_next = {self._load(i, g.nodes[i].attr, g.nodes[i].dtype, widen=False)}" for i in ahead],
+        ]
+        for i in ahead:
+            n = g.nodes[i]
+            out.append(f"# ir %{i}: load {n.attr}, loaded one round ahead")
+            if self._holds_raw(n):  # widened where used
+                out.append(f"tmp{i}_raw = tmp{i}_next")
+                self.raw[(i, 0)] = f"tmp{i}_raw"
+                continue
+            wide = n.dtype in (DType.BF16, DType.F16)
+            out.append(f"tmp{i} = _widen(tmp{i}_next)" if wide else f"tmp{i} = tmp{i}_next")
+            self.outer[(i, 0)] = f"tmp{i}"
+        return before
+
+    def _prefetch_row(self, ahead: list[int], out: list[str]) -> list[str]:
+        """A single pass over rows: the next row's loads go out before this row's reductions, then its stores and
+        its shares of the sums over every row. The loop's body (`out`, appended to)."""
+        g = self.scope.g
+        out += self._next_row_loads(ahead)
+        for i in (i for i, n in enumerate(g.nodes) if n.op == Op.STORE and n.rank != Rank.TOTAL):
             self.emit(i, out)
+        out += self._shares("+=", out)
+        return out
+
+    def _words_epoch(self) -> list[str]:
+        """split_row with words: before the loop, the group's epoch and its row's words."""
+        if not self.scope.words:
+            return []
+        return [
+            "epoch = tl.load(sync_ptr + 1 + group, volatile=True)  # the group's last, kept between launches",
+            # the row's words: two sets of one slot per partial result, each slot the row's programs' words side
+            # by side, so that a poll of the row's words loads whole sectors
+            f"wrow = words_ptr + group * {2 * len(partial_slots(self.scope.g))} * parts",
+        ]
+
+    def _split_row(self, ahead: list[int], out: list[str]) -> tuple[list[str], list[str]]:
+        """split_row: the slice's partial results, published; the wait for the row's others; their combination and
+        the stores. The loop's body (`out`, appended to) and the lines after the loop."""
+        g, parts = self.scope.g, self.scope.cfg.split
         reductions = sorted(query.reduction_levels(g))
         slots = partial_slots(g)
         words = self.scope.words
-        if words:
-            w = 2 * len(slots)
-            head[-1:-1] = [
-                "epoch = tl.load(sync_ptr + 1 + group, volatile=True)  # the group's last, kept between launches",
-                # the row's words: two sets of one slot per partial result, each slot the row's programs' words side
-                # by side, so that a poll of the row's words loads whole sectors
-                f"wrow = words_ptr + group * {w} * parts",
-            ]
         for r in reductions:  # the finish needs a slice's softmax statistics whose exps it rescales
             if self.scope.phase != "finish" or r in self.scope.kept_exps.values():
                 n = self.scope.g.nodes[r]
@@ -148,7 +179,7 @@ class RowLoop:
             for i in early:
                 self.emit(i, out)
         if self.scope.phase == "partials":
-            return head + [f"    {line}" for line in self._next_round(out)]
+            return out, []
         self._next_epoch()  # recompute: full-size values are widened again after the barrier, not held across it
         for r in reductions:
             ws = [k for k, s in enumerate(slots) if s[0] == r]
@@ -158,7 +189,7 @@ class RowLoop:
             if n.op == Op.STORE and i not in early:
                 self.emit(i, out)
         tail = ["if part == 0:", "    tl.store(sync_ptr + 1 + group, epoch)  # for the group's next launch"]
-        return head + [f"    {line}" for line in self._next_round(out)] + (tail if words else [])
+        return out, tail if words else []
 
     def _next_row_loads(self, ahead: list[int]) -> list[str]:
         """prefetch: the loads of this program's next row (masked past the last row)."""
