@@ -8,11 +8,14 @@ level (a reduction whose input needs another reduction's result waits for that o
 [XBLOCK, RBLOCK] registers, then a last loop for full-size outputs that re-loads what it needs.
 
 Bodies whose programs loop over rows (split rows, single passes with `prefetch`) are in `row_loop.py`, the looped
-bodies' chunk loops in `chunk_loop.py`.
+bodies' chunk loops in `chunk_loop.py`. What the emitters only read is a `Scope` (`scope.py`), built before emission;
+the body object holds only where emission stands (the tile, the pass, the names emitted so far), all set in its
+constructor. Emitters append to the list they are given or return their lines; the caller places them.
 """
 
 from __future__ import annotations
 
+from rblock.codegen.access import gathered, load, store
 from rblock.codegen.chunk_loop import ChunkLoop
 from rblock.codegen.emit import (
     HELPERS,
@@ -21,19 +24,18 @@ from rblock.codegen.emit import (
     PTX_HELPERS,
     ROW_BARRIER,
     ROW_WORDS,
-    TL_DTYPE,
     TOTALS,
     WAIT_BOUND,
     WALK_LOAD,
     dim_vars,
-    gather,
     literal,
     pointwise,
     shifted_exp,
 )
 from rblock.codegen.reduce_online import slice_exps_rescaled
-from rblock.codegen.reductions import exchanges_words, single_pass
+from rblock.codegen.reductions import single_pass
 from rblock.codegen.row_loop import RowLoop, exchange_args
+from rblock.codegen.scope import Scope, inside_rows, ordinal, tile_names, walk_masks, walk_start, walk_whole
 from rblock.codegen.spec import KernelSpec, Phase
 from rblock.codegen.totals import Totals
 from rblock.ir import POINTWISE_OPS, Access, DType, KernelGraph, Op, Rank, query
@@ -56,12 +58,13 @@ def generate(
     `phase` and `max_spins` (a bounded wait for the row's other programs, 0: unbounded) apply to them alone."""
     name = f"_rblock_{g.name}"
     split_row = config.kind == "split_row"
-    made = _Body(g, config, phase, max_spins, interpret)
-    body, words = made.lines(), made.words
+    scope = Scope.of(g, config, phase, max_spins, interpret)
+    made = _Body(scope)
+    body, words = made.lines(), scope.words
     pdl = pdl and not split_row  # programs that wait for each other launch alone (cooperatively)
     if pdl:
         body = [*PDL_PROLOGUE, *body]
-    args = [f"{'out' if b.is_output else 'in'}_ptr{_ordinal(g, i)}" for i, b in enumerate(g.buffers)]
+    args = [f"{'out' if b.is_output else 'in'}_ptr{ordinal(g, i)}" for i, b in enumerate(g.buffers)]
     arg_doc = [f"    # {a}: {b.name} ({b.dtype.value})" for a, b in zip(args, g.buffers)]
     pointer_dtypes = [b.dtype.value for b in g.buffers]
     if split_row:
@@ -83,7 +86,7 @@ def generate(
         PLAIN_HELPERS if interpret else PTX_HELPERS,
         *([WAIT_BOUND, ROW_WORDS] if words else [WAIT_BOUND, ROW_BARRIER] if split_row and phase == "all" else []),
         *([TOTALS] if totals else []),
-        *([WALK_LOAD] if split_row and made.walk else []),
+        *([WALK_LOAD] if split_row and scope.walk else []),
         "",
         "@triton.jit",
         f"def {name}({', '.join(args)}, xnumel, XBLOCK: tl.constexpr, RBLOCK: tl.constexpr):",
@@ -109,43 +112,12 @@ def generate(
     )
 
 
-def _ordinal(g: KernelGraph, i: int) -> int:
-    return sum(1 for b in g.buffers[:i] if b.is_output == g.buffers[i].is_output)
-
-
 class _Body(ChunkLoop, RowLoop, Totals):
-    def __init__(
-        self, g: KernelGraph, config: Config, phase: Phase = "all", max_spins: int = 0, interpret: bool = False
-    ) -> None:
-        self.g, self.cfg = g, config
-        self.looped = not config.single_pass
-        self.split_row = config.kind == "split_row"
-        self.phase, self.max_spins, self.interpret = phase, max_spins, interpret
-        self.words = self.split_row and phase == "all" and exchanges_words(g)  # else workspaces and a barrier
-        self.recompute = config.recompute
-        # split_row: softmax numerators from the slice's exps, held (recompute holds the 16-bit inputs instead)
-        self.kept_exps = query.softmax_numerators(g) if self.split_row and not self.recompute else {}
-        self.writes_rows = any(n.op == Op.STORE and n.rank == Rank.FULL for n in g.nodes)
-        self.reread = query.read_back(g) if self.looped else {}  # value -> the first loop's store of it
-        self.out: list[str] = []
-        self._fresh_names()
-        self.tiles = config.tiles  # single pass: the row as this many [XBLOCK, RBLOCK] tiles
+    def __init__(self, scope: Scope, whole: bool = False) -> None:
+        self.scope = scope
+        self.whole = whole  # align: the body for programs whose rows' last vectors lie inside the tensors
         self.tile = 0  # the tile whose full-size values are being emitted
-        walk = query.misaligned_walk(g) if config.align else None
-        self.walk = g.nodes[walk[0]].attr if walk else None  # align: the access whose rows are walked
-        self.vec = walk[1] if walk else 1  # its elements per 16-byte vector
-        self.whole = False  # align: the body for programs whose rows' last vectors lie inside the tensors
         self.inside = False  # align: the chunk being emitted lies inside every row (`ChunkLoop._inner_chunks`)
-        users = g.users()
-        # casts whose only users are stores of the same type: the store rounds, no need to round twice
-        self.rounded_by_store = {
-            i
-            for i, n in enumerate(g.nodes)
-            if n.op == Op.CAST and users[i] and all(g.nodes[u].op == Op.STORE for u in users[i])
-        }
-
-    def _fresh_names(self) -> None:
-        """No value emitted yet (a body generated again starts from here)."""
         # names by (node, tile): full-size values have one per tile, the rest tile 0
         self.outer: dict[tuple[int, int], str] = {}  # values defined at function scope
         self.local: dict[tuple[int, int], str] = {}  # values of the loop body, or (recompute) since the last reduction
@@ -160,13 +132,13 @@ class _Body(ChunkLoop, RowLoop, Totals):
 
     def _program_lines(self) -> list[str]:
         """The program's rows: everything but the sums over every row."""
-        if self.split_row or self.cfg.prefetch:
+        if self.scope.split_row or self.scope.cfg.prefetch:
             return self._row_loop_lines()
-        g = self.g
+        g = self.scope.g
         pid = "tl.program_id(0).to(tl.int64)" if g.index_bits == 64 else "tl.program_id(0)"
         x_contiguous = any(n.op == Op.LOAD and n.attr.x_strides[-1:] == (1,) for n in g.nodes)
-        whole_rows = g.xnumel > 0 and g.xnumel % self.cfg.XBLOCK == 0
-        self.out = [
+        whole_rows = g.xnumel > 0 and g.xnumel % self.scope.cfg.XBLOCK == 0
+        head = [
             f"rnumel = {g.rnumel}",
             # loads contiguous along x: a constant row count keeps xmask's vector width (Triton knows of an
             # argument only whether it divides by 16)
@@ -177,16 +149,13 @@ class _Body(ChunkLoop, RowLoop, Totals):
             *dim_vars("x", "xindex", g.x_sizes),
             f"rbase = tl.arange(0, RBLOCK)[None, :]{'.to(tl.int64)' if g.index_bits == 64 else ''}",
         ]
-        if not self.walk:
-            return self.out + self._body()
-        head = self.out + self._walk_start()
+        if not self.scope.walk:
+            return head + self._body()
+        head += walk_start(self.scope)
         if not g.rnumel:  # empty rows: no vector holds any part of one
             return head + self._body()
-        head += self._walk_whole()
-        self.whole = True
-        first = self._body()
-        self._fresh_names()
-        self.whole = False
+        head += walk_whole(self.scope)
+        first = _Body(self.scope, whole=True)._body()
         last = self._body()
         return [
             *head,
@@ -196,170 +165,135 @@ class _Body(ChunkLoop, RowLoop, Totals):
             *[f"    {line}" for line in last],
         ]
 
-    def _walk_start(self) -> list[str]:
-        """align: each row's boundary at or below its start, and how far below (the rows' x dims in scope)."""
-        xoff, v = self._index(self.walk, with_r=False)[0], self.vec
-        return [f"xalign = ({xoff}) // {v} * {v}", f"rshift = {xoff} - xalign"]
-
-    def _walk_whole(self) -> list[str]:
-        """align: `whole`, whether the last vector of every row in `xmask` lies inside the tensors."""
-        g, w, v = self.g, self.walk, self.vec
-        extent = w.offset + sum((size - 1) * st for size, st in zip(g.x_sizes, w.x_strides)) + g.rnumel
-        return [
-            f"rend = xalign + (rshift + rnumel + {v - 1}) // {v} * {v}  # the end of each row's last vector",
-            f"whole = tl.max(tl.max(tl.where(xmask, rend, 0), 1), 0) <= {extent}  # all inside the tensors",
-        ]
-
     def _body(self) -> list[str]:
         """Everything after the program's row indices: the tiles or loops, and the stores."""
-        g, self.out = self.g, []
+        g, out = self.scope.g, []
         stores = [i for i, n in enumerate(g.nodes) if n.op == Op.STORE and n.rank != Rank.TOTAL]
-        if not self.looped:
-            for tile in range(self.tiles):
+        if not self.scope.looped:
+            for tile in range(self.scope.tiles):
                 self.tile = tile
-                self._r_header("rbase" if tile == 0 else f"rbase + {tile} * RBLOCK")
+                out += self._r_header("rbase" if tile == 0 else f"rbase + {tile} * RBLOCK")
             self.tile = 0
             for i in query.early_row_loads(g):  # issued first, their latency hides behind the row's load and reductions
-                self.emit(i)
+                self.emit(i, out)
             for i in stores:
-                for tile in range(self.tiles if g.nodes[i].rank == Rank.FULL else 1):
+                for tile in range(self.scope.tiles if g.nodes[i].rank == Rank.FULL else 1):
                     self.tile = tile
-                    self.emit(i)
+                    self.emit(i, out)
             self.tile = 0
-            return self.out + self._shares("=")
-        passes = query.looped_passes(g)
-        stop = frozenset(self.reread)
-        self.loop_uses = [query.loads_in_pass(g, p, stop if k else frozenset()) for k, p in enumerate(passes)]
-        for k, targets in enumerate(passes):
-            if k == 1 and self.reread:  # a block barrier orders every thread's stores before the loads below
-                self.out.append("tl.debug_barrier()  # the first loop's stores are read back below")
-            self._loop(k, targets)
+            shares = self._shares("=", out)
+            return out + shares
+        for k, targets in enumerate(self.scope.passes):
+            if k == 1 and self.scope.reread:  # a block barrier orders every thread's stores before the loads below
+                out.append("tl.debug_barrier()  # the first loop's stores are read back below")
+            out += self._loop(k, targets)
         for i in stores:
             if g.nodes[i].rank != Rank.FULL:
-                self.emit(i)
-        return self.out + self._shares("=")
-
-    def _walk_masks(self, every_vector: bool, inside: bool = False) -> list[str]:
-        """align: the row's element indices and masks at the walk's positions `jindex` (`jvec`: their vectors'
-        first); `every_vector`: also `wmask`, for loads of whole vectors; `inside`: a chunk inside every row, whose
-        masks are the rows' alone (constants Triton folds away when every row exists)."""
-        v = self.vec
-        if inside:  # only in programs whose rows' vectors all lie inside the tensors: every vector is whole
-            return [
-                "rindex = jindex - rshift",
-                "rmask = tl.full([1, RBLOCK], True, tl.int1)",
-                *dim_vars("r", "rindex", self.g.r_sizes),
-                "mask = xmask & rmask",
-                "smask = mask",
-                "wmask = mask",
-            ]
-        return [
-            "rindex = jindex - rshift",
-            "rmask = (rindex >= 0) & (rindex < rnumel)",
-            *dim_vars("r", "rindex", self.g.r_sizes),
-            "mask = xmask & rmask",
-            f"vmask = xmask & (jvec + {v} <= rnumel + rshift)  # whole vectors of the row's span",
-            "smask = vmask & (jvec >= rshift)  # ... and of the row alone",
-            *(
-                ["wmask = xmask & (jvec < rnumel + rshift)  # every vector holding part of the row"]
-                if every_vector
-                else []
-            ),
-        ]
+                self.emit(i, out)
+        shares = self._shares("=", out)
+        return out + shares
 
     def _sfx(self) -> str:
         """Suffix of the current tile's names (none for one tile)."""
-        return f"_t{self.tile}" if self.tiles > 1 else ""
+        return f"_t{self.tile}" if self.scope.tiles > 1 else ""
 
-    def _r_header(self, rindex: str) -> None:
-        s = self._sfx()
-        if self.walk:
-            self.out += [f"jindex = {rindex}"] + ([] if self.inside else [f"jvec = jindex // {self.vec} * {self.vec}"])
-            self.out += self._walk_masks(every_vector=self.whole, inside=self.inside)
-            return
-        self.out.append(f"rindex{s} = {rindex}")
-        tail = f" & (x0 * rnumel + rindex{s} < {self.g.r_extent})" if self.g.r_extent else ""  # a short last slice
-        self.out.append(f"rmask{s} = (rindex{s} < rnumel){tail}" if tail else f"rmask{s} = rindex{s} < rnumel")
-        self.out += dim_vars("r", f"rindex{s}", self.g.r_sizes, s)
-        self.out.append(f"mask{s} = xmask & rmask{s}")
+    def _r_header(self, rindex: str) -> list[str]:
+        """The current tile's (or chunk's) element indices and masks, starting at `rindex`."""
+        s, g, v = self._sfx(), self.scope.g, self.scope.vec
+        if self.scope.walk:
+            out = [f"jindex = {rindex}"] + ([] if self.inside else [f"jvec = jindex // {v} * {v}"])
+            return out + walk_masks(self.scope, every_vector=self.whole, inside=self.inside)
+        tail = f" & (x0 * rnumel + rindex{s} < {g.r_extent})" if g.r_extent else ""  # a short last slice
+        return [
+            f"rindex{s} = {rindex}",
+            f"rmask{s} = (rindex{s} < rnumel){tail}" if tail else f"rmask{s} = rindex{s} < rnumel",
+            *dim_vars("r", f"rindex{s}", g.r_sizes, s),
+            f"mask{s} = xmask & rmask{s}",
+        ]
 
     # ---- values --------------------------------------------------------------------------------------------
-    def emit(self, i: int) -> str:
-        """The name (or literal) of node i, emitting its definition into the right scope first."""
-        n = self.g.nodes[i]
+    def emit(self, i: int, out: list[str]) -> str:
+        """The name (or literal) of node i, appending its definition (and its operands') to `out` unless a scope
+        already holds it."""
+        n = self.scope.g.nodes[i]
         if n.op == Op.CONST:
             return literal(n.attr)
         key = self._key(i, n)
         if key in self._scope(n):
             return self._scope(n)[key]
         if n.op == Op.GETITEM:
-            self.emit(n.args[0])
+            self.emit(n.args[0], out)
             self.outer[key] = f"tmp{n.args[0]}_{n.attr}"
             return self.outer[key]
-        if n.op in REDUCE_OPS and not self.looped:
-            return self._emit_reduction(i, n)
-        if self.pass_index and i in self.reread:  # one load of the output instead of its inputs' loads
-            s = self.reread[i]
-            self.out.append(f"# ir %{i}: read back from the output that %{s} stored in the first loop")
-            self.out.append(f"tmp{i} = {self._load(i, self.g.nodes[s].attr, n.dtype)}")
+        if n.op in REDUCE_OPS and not self.scope.looped:
+            return self._emit_reduction(i, n, out)
+        if self.pass_index and i in self.scope.reread:  # one load of the output instead of its inputs' loads
+            s = self.scope.reread[i]
+            out.append(f"# ir %{i}: read back from the output that %{s} stored in the first loop")
+            out.append(f"tmp{i} = {self._load(i, self.scope.g.nodes[s].attr, n.dtype)}")
             self._scope(n)[key] = f"tmp{i}"
             return f"tmp{i}"
         epoch = self.epoch
-        args = shifted_exp(n, self.g) or n.args  # exp(a - b): the subtraction folds into the exp
-        ops = [self.emit(a) for a in args]
+        args = shifted_exp(n, self.scope.g) or n.args  # exp(a - b): the subtraction folds into the exp
+        ops = [self.emit(a, out) for a in args]
         if self.epoch != epoch:  # an operand ran a reduction: recompute the full-size operands after it
-            ops = [self.emit(a) for a in args]
+            ops = [self.emit(a, out) for a in args]
         var = f"tmp{i}{self._sfx()}" if n.rank == Rank.FULL else f"tmp{i}"
         if n.op == Op.LOAD and self._holds_raw(n):
             if key not in self.raw:
-                self.out.append(f"# ir %{i}: load {n.attr}, held as loaded")
+                out.append(f"# ir %{i}: load {n.attr}, held as loaded")
                 self.raw[key] = f"{var}_raw"
-                self.out.append(f"{self.raw[key]} = {self._load(i, n.attr, n.dtype, widen=False)}")
+                out.append(f"{self.raw[key]} = {self._load(i, n.attr, n.dtype, widen=False)}")
             var = f"{var}_{self.epoch}"
-            self.out.append(f"{var} = _widen({self.raw[key]})")
+            out.append(f"{var} = _widen({self.raw[key]})")
         elif n.op == Op.LOAD:
-            self.out.append(f"# ir %{i}: load {n.attr}")
-            self.out.append(f"{var} = {self._load(i, n.attr, n.dtype)}")
+            out.append(f"# ir %{i}: load {n.attr}")
+            out.append(f"{var} = {self._load(i, n.attr, n.dtype)}")
         elif n.op == Op.GATHER:
-            self.out.append(f"# ir %{i}: gather {n.attr} at %{n.args[0]}")
-            self.out.append(f"{var} = {self._gather(n.attr, ops[0], n.dtype)}")
+            out.append(f"# ir %{i}: gather {n.attr} at %{n.args[0]}")
+            out.append(f"{var} = {gathered(self.scope, n.attr, ops[0], n.dtype)}")
         elif n.op == Op.STORE:
-            self.out.append(f"# ir %{i}: store {n.attr}")
-            self.out += self._store(n.attr, ops[0], n.dtype, n.rank, keep=i in self.reread.values())
+            out.append(f"# ir %{i}: store {n.attr}")
+            keep = i in self.scope.reread.values()
+            out += store(self.scope, n.attr, ops[0], n.dtype, n.rank, sfx=self._sfx(), inside=self.inside, keep=keep)
             return ""
         elif n.op in POINTWISE_OPS:
-            expr = ops[0] if i in self.rounded_by_store else pointwise(n, ops, self.g, self.interpret)
-            if i in self.kept_exps:
-                expr = slice_exps_rescaled(self.kept_exps[i])
+            expr = ops[0] if i in self.scope.rounded_by_store else pointwise(n, ops, self.scope.g, self.scope.interpret)
+            if i in self.scope.kept_exps:
+                expr = slice_exps_rescaled(self.scope.kept_exps[i])
             if expr in ops:  # a no-op cast: reuse the operand's name
                 self._scope(n)[key] = expr
                 return expr
-            self.out.append(f"{var} = {expr}  # ir %{i}: {n.op.name.lower()}")
+            out.append(f"{var} = {expr}  # ir %{i}: {n.op.name.lower()}")
         else:
             raise AssertionError(f"no codegen for {n} here (looped reductions are finished by their loop)")
         self._scope(n)[key] = var
         return var
 
+    def _load(self, i: int, acc: Access, dt: DType, widen: bool = True) -> str:
+        """Node i's load of `acc` where emission stands (`access.load`)."""
+        return load(self.scope, i, acc, dt, sfx=self._sfx(), whole=self.whole, pass_index=self.pass_index, widen=widen)
+
     def _key(self, i: int, n) -> tuple[int, int]:
         return (i, self.tile if n.rank == Rank.FULL else 0)
 
-    def _per_tile(self, i: int) -> list[str]:
+    def _per_tile(self, i: int, out: list[str]) -> list[str]:
         """Node i's name in every tile."""
         saved, names = self.tile, []
-        for tile in range(self.tiles):
+        for tile in range(self.scope.tiles):
             self.tile = tile
-            names.append(self.emit(i))
+            names.append(self.emit(i, out))
         self.tile = saved
         return names
 
-    def _emit_reduction(self, i: int, n) -> str:
+    def _emit_reduction(self, i: int, n, out: list[str]) -> str:
         epoch = self.epoch
-        vs = self._per_tile(n.args[0])
+        vs = self._per_tile(n.args[0], out)
         if self.epoch != epoch:  # the operand needed another reduction first: recompute it after that one
-            vs = self._per_tile(n.args[0])
-        self.out.append(f"# ir %{i}: {n.op.name.lower()} %{n.args[0]}")
-        masks = [None if self._inside_rows(j) else m for j, m in enumerate(self._tile_names("mask"))]
-        self.out += single_pass(self.g, i, vs, masks, self._tile_names("rindex"), self._again)
+            vs = self._per_tile(n.args[0], out)
+        out.append(f"# ir %{i}: {n.op.name.lower()} %{n.args[0]}")
+        masks = [None if inside_rows(self.scope, j) else m for j, m in enumerate(tile_names(self.scope, "mask"))]
+        out += single_pass(self.scope.g, i, vs, masks, tile_names(self.scope, "rindex"), self._again)
         self._next_epoch()
         self.outer[(i, 0)] = f"tmp{i}"
         return f"tmp{i}"
@@ -368,131 +302,25 @@ class _Body(ChunkLoop, RowLoop, Totals):
         """Where node n's name lives: full-size values per loop body, or (recompute) until the next reduction."""
         if n.rank != Rank.FULL:
             return self.outer
-        if self.looped or (self.recompute and (n.op != Op.LOAD or self._holds_raw(n))):
+        if self.scope.looped or (self.scope.recompute and (n.op != Op.LOAD or self._holds_raw(n))):
             return self.local
         return self.outer
 
     def _holds_raw(self, n) -> bool:
-        return self.recompute and n.rank == Rank.FULL and n.dtype in (DType.BF16, DType.F16)
+        return self.scope.recompute and n.rank == Rank.FULL and n.dtype in (DType.BF16, DType.F16)
 
     def _next_epoch(self) -> None:
         """recompute: full-size values from before a reduction are not used after it, but computed again."""
-        if self.recompute:
+        if self.scope.recompute:
             self.epoch += 1
             self.local = {}
 
     def _again(self, i: int, names: list[str]) -> tuple[list[str], list[str]]:
         """Operand `i` (named `names`, per tile) once more after a reduction inside a multi-step reduction: its
         names, and the lines that recompute it (none unless `recompute`)."""
-        if not self.recompute:
+        if not self.scope.recompute:
             return names, []
-        saved, self.out = self.out, []
+        lines: list[str] = []
         self._next_epoch()
-        names = self._per_tile(i)
-        lines, self.out = self.out, saved
+        names = self._per_tile(i, lines)
         return names, lines
-
-    def _index(self, acc: Access, with_r: bool = True, x: str = "x") -> tuple[str, bool, bool]:
-        terms = [f"{x}{k}" if s == 1 else f"{x}{k} * {s}" for k, s in enumerate(acc.x_strides) if s]
-        has_x = bool(terms)
-        t = self._sfx()
-        r_terms = [f"r{k}{t}" if s == 1 else f"r{k}{t} * {s}" for k, s in enumerate(acc.r_strides) if s]
-        r_terms = r_terms if with_r else []
-        if acc.offset:
-            terms.insert(0, str(acc.offset))
-        return " + ".join(terms + r_terms) or "0", has_x, bool(r_terms)
-
-    def _ptr(self, buffer: int) -> str:
-        b = self.g.buffers[buffer]
-        return f"{'out' if b.is_output else 'in'}_ptr{_ordinal(self.g, buffer)}"
-
-    def _load(
-        self,
-        i: int,
-        acc: Access,
-        dt: DType,
-        widen: bool = True,
-        x: str = "x",
-        row_mask: str = "mask",
-        x_mask: str = "xmask",
-    ) -> str:
-        """`x`, `row_mask`, `x_mask`: the names of the row's x dims, full mask and row mask (another row's, for a
-        prefetch)."""
-        idx, has_x, has_r = self._index(acc, x=x)
-        t = self._sfx()
-        mask = f"{row_mask}{t}" if has_x and has_r else f"rmask{t}" if has_r else x_mask if has_x else None
-        policy = self._eviction(i, has_x)
-        pol = f", eviction_policy='{policy}'" if policy else ""
-        if self._walks(acc):  # whole vectors, then (unless `whole`) the row's last partial vector element-wise
-            p = f"{self._ptr(acc.buffer)} + (xalign + jindex)"
-            text = f"tl.where(vmask, tl.load({p}, vmask, other=0{pol}), tl.load({p}, mask & ~vmask, other=0{pol}))"
-            if self.whole:
-                text = f"tl.load({p}, wmask, other=0{pol})"
-            elif self.split_row:  # `whole` is the row's own: a branch per load
-                text = f"_walk_load({p}, whole, wmask, vmask, mask, {policy or ''!r})"
-            return f"_widen({text})" if widen and dt in (DType.BF16, DType.F16) else text
-        args = [f"{self._ptr(acc.buffer)} + ({idx})"]
-        if mask:
-            args += [mask, "other=0"]
-        text = f"tl.load({', '.join(args)}{pol})"
-        return f"_widen({text})" if widen and dt in (DType.BF16, DType.F16) else text
-
-    def _eviction(self, i: int, has_x: bool) -> str | None:
-        if not has_x:
-            return "evict_last"  # parameters broadcast over rows: every program reads them
-        if self.g.nodes[i].rank != Rank.FULL:
-            return None
-        if not self.looped:
-            # a single pass that writes only per-row results streams its rows past L2: read first out, they leave
-            # the lines written before the kernel (dirty, written back when evicted) in place; measured 12-16%
-            # faster for var and cross_entropy, and 0-3% slower for kernels that write rows as well
-            return None if self.writes_rows else "evict_first"
-        later = any(i in uses for uses in self.loop_uses[self.pass_index + 1 :])
-        return "evict_last" if later else "evict_first"
-
-    def _gather(self, acc: Access, pos: str, dt: DType) -> str:
-        idx, has_x, _ = self._index(acc, with_r=False)
-        return gather(self._ptr(acc.buffer), idx if has_x else f"{idx} + 0 * xindex", acc.r_strides[0], pos, dt)
-
-    def _store(self, acc: Access, value: str, dt: DType, rank: Rank, keep: bool = False) -> list[str]:
-        """`keep`: a later loop reads the value back, so it stays in L2 before the inputs streaming past."""
-        idx, has_x, has_r = self._index(acc)
-        if rank == Rank.TOTAL:  # one value for the whole kernel
-            return [f"tl.store({self._ptr(acc.buffer)} + {idx}, {value}.to({TL_DTYPE[dt]}))"]
-        if not has_x:
-            idx = f"{idx} + 0 * xindex"  # give the pointer the value's shape
-        t = self._sfx()
-        if rank == Rank.FULL and not has_r:
-            idx = f"{idx} + 0 * rindex{t}"
-        mask = f"mask{t}" if rank == Rank.FULL else "owner" if self.split_row else "xmask"
-        if dt != DType.F32 and dt != DType.B1:
-            value = f"{value}.to({TL_DTYPE[dt]})"
-        pol = ", eviction_policy='evict_last'" if keep else ""
-        if self._walks(acc):  # whole vectors of the row, then its partial first and last vectors
-            p = f"{self._ptr(acc.buffer)} + (xalign + jindex)"
-            whole, edges = f"tl.store({p}, {value}, smask{pol})", f"tl.store({p}, {value}, mask & ~smask{pol})"
-            if self.split_row:  # the row's partial vectors lie in its first and last slices
-                return [whole, "if (part == 0) | (part == parts - 1):", f"    {edges}"]
-            if not self.looped:
-                return [whole, edges]
-            if self.inside:  # chunks inside every row hold no partial vector
-                return [whole]
-            v = self.vec  # chunks within a vector of the row's ends hold its partial vectors; others need none
-            return [whole, f"if (r0_offset < {v}) | (r0_offset + RBLOCK + {v} > rnumel):", f"    {edges}"]
-        return [f"tl.store({self._ptr(acc.buffer)} + ({idx}), {value}, {mask}{pol})"]
-
-    def _walks(self, acc: Access) -> bool:
-        """align: whether `acc` is at the walked access's element offsets (so at xalign + jindex)."""
-        w = self.walk
-        return w is not None and acc.r_strides == (1,) and (acc.x_strides, acc.offset) == (w.x_strides, w.offset)
-
-    # ---- reductions ----------------------------------------------------------------------------------------
-    def _inside_rows(self, tile: int) -> bool:
-        """Whether a tile of a single pass lies inside every row, so that its reductions need no mask (one select
-        per element fewer): its lanes of rows past xnumel load 0 and are never stored. Not for split rows, whose
-        programs exchange per-row results, nor walks and short last slices, whose lanes start or end inside a tile."""
-        exact = (tile + 1) * self.cfg.RBLOCK <= self.g.rnumel
-        return exact and not (self.split_row or self.walk or self.g.r_extent)
-
-    def _tile_names(self, name: str) -> list[str]:
-        return [name] if self.tiles == 1 else [f"{name}_t{j}" for j in range(self.tiles)]

@@ -10,8 +10,10 @@ while an SM's one or two programs reduce.
 
 from __future__ import annotations
 
+from rblock.codegen.access import load
 from rblock.codegen.emit import TL_DTYPE, dim_vars
 from rblock.codegen.reductions import partial_slots, split_row_combine, split_row_partial
+from rblock.codegen.scope import walk_masks, walk_start, walk_whole
 from rblock.ir import DType, KernelGraph, Op, Rank, query
 
 
@@ -27,11 +29,29 @@ def exchange_args(g: KernelGraph, words: bool) -> tuple[list[str], list[str], li
 
 
 class RowLoop:
-    """Mixed into the kernel body (`codegen.kernel._Body`), whose state and emitters it uses."""
+    """Mixed into the kernel body (`codegen.kernel._Body`): reads its `scope` and emission state, uses its emitters."""
 
     def _row_loop_lines(self) -> list[str]:
-        g, parts = self.g, self.cfg.split if self.split_row else 1
-        ahead = self._prefetched()
+        """The program's set-up, what comes before its loop over rows (the first row's loads when rows are loaded
+        ahead, the running sums over every row, the words' epoch), the loop, and what follows it."""
+        g, ahead = self.scope.g, self._prefetched()
+        head, loop = self._row_loop_head(ahead)
+        out = self._row_indices()
+        before = self._first_row(ahead, out) if ahead else []
+        for i in query.early_row_loads(g):  # this row's gathers go out before its reductions
+            self.emit(i, out)
+        if not self.scope.split_row:
+            # the sums over every row: this program's rows, added up as they come
+            before += [f"share{t} = tl.zeros([XBLOCK, 1], {TL_DTYPE[g.nodes[t].dtype]})" for t in query.totals(g)]
+            body, tail = self._prefetch_row(ahead, out), []
+        else:
+            before += self._words_epoch()
+            body, tail = self._split_row(ahead, out)
+        return head + before + [loop] + [f"    {line}" for line in self._next_round(body)] + tail
+
+    def _row_loop_head(self, ahead: list[int]) -> tuple[list[str], str]:
+        """The program's set-up: its group of programs, its slice of the row; and the loop over the group's rows."""
+        g, parts = self.scope.g, self.scope.cfg.split if self.scope.split_row else 1
         wide = g.index_bits == 64
         head = [
             f"rnumel = {g.rnumel}",
@@ -42,141 +62,162 @@ class RowLoop:
             "groups = tl.num_programs(0) // parts",
         ]
         slice_ = "part * RBLOCK + tl.arange(0, RBLOCK)[None, :]"
-        if self.walk:  # the slice's positions in the walk from each row's boundary; its elements depend on the row
+        # a walk: the slice's positions in the walk from each row's boundary; its elements depend on the row
+        if self.scope.walk:
             assert not ahead, "walks are not generated for rows loaded ahead"
-            head += [f"jindex = {slice_}", f"jvec = jindex // {self.vec} * {self.vec}"]
+            head += [f"jindex = {slice_}", f"jvec = jindex // {self.scope.vec} * {self.scope.vec}"]
         else:
             head += [f"rindex = {slice_}", "rmask = rindex < rnumel", *dim_vars("r", "rindex", g.r_sizes)]
-        if self.split_row:
+        if self.scope.split_row:
             head += [
-                f"pindex = tl.arange(0, {1 << (parts - 1).bit_length()}){'' if self.words else '[None, :]'}"
+                f"pindex = tl.arange(0, {1 << (parts - 1).bit_length()}){'' if self.scope.words else '[None, :]'}"
                 "  # the row's partial results",
                 "pmask = pindex < parts",
             ]
-        head.append("for xoffset in range(group * XBLOCK, xnumel, groups * XBLOCK):  # this group's rows")
-        if self.interpret:  # the interpreter's range() takes no tensor bounds; its `while` does
-            head[-1:] = ["xoffset = group * XBLOCK", "while xoffset < xnumel:  # this group's rows"]
-        self.out = [
+        if self.scope.interpret:  # the interpreter's range() takes no tensor bounds; its `while` does
+            return head + ["xoffset = group * XBLOCK"], "while xoffset < xnumel:  # this group's rows"
+        return head, "for xoffset in range(group * XBLOCK, xnumel, groups * XBLOCK):  # this group's rows"
+
+    def _row_indices(self) -> list[str]:
+        """The start of the loop's body: the row's indices and masks."""
+        return [
             "xindex = xoffset + tl.arange(0, XBLOCK)[:, None]",
             "xmask = xindex < xnumel",
-            *dim_vars("x", "xindex", g.x_sizes),
+            *dim_vars("x", "xindex", self.scope.g.x_sizes),
             *(
-                [*self._walk_start(), *self._walk_masks(every_vector=True), *self._walk_whole()]
-                if self.walk
+                [*walk_start(self.scope), *walk_masks(self.scope, every_vector=True), *walk_whole(self.scope)]
+                if self.scope.walk
                 else ["mask = xmask & rmask"]
             ),
-            *(["owner = xmask & (part == 0)  # the program that stores per-row outputs"] if self.split_row else []),
+            *(
+                ["owner = xmask & (part == 0)  # the program that stores per-row outputs"]
+                if self.scope.split_row
+                else []
+            ),
         ]
-        if ahead:  # the first row is loaded before the loop, each next row while this one is reduced or waits
-            head[-1:-1] = [
-                "xindex = group * XBLOCK + tl.arange(0, XBLOCK)[:, None]",
-                *dim_vars("x", "xindex", g.x_sizes),
-                "xmask = xindex < xnumel",
-                "mask = xmask & rmask",
-                *[f"tmp{i}_next = {self._load(i, g.nodes[i].attr, g.nodes[i].dtype, widen=False)}" for i in ahead],
-            ]
-            for i in ahead:
-                n = g.nodes[i]
-                self.out.append(f"# ir %{i}: load {n.attr}, loaded one round ahead")
-                if self._holds_raw(n):  # widened where used
-                    self.out.append(f"tmp{i}_raw = tmp{i}_next")
-                    self.raw[(i, 0)] = f"tmp{i}_raw"
-                    continue
-                wide = n.dtype in (DType.BF16, DType.F16)
-                self.out.append(f"tmp{i} = _widen(tmp{i}_next)" if wide else f"tmp{i} = tmp{i}_next")
-                self.outer[(i, 0)] = f"tmp{i}"
-        if not self.split_row:  # this row's gathers and the next row's loads go out before this row's reductions
-            for i in query.early_row_loads(g):
-                self.emit(i)
-            self.out += self._next_row_loads(ahead)
-            for i in (i for i, n in enumerate(g.nodes) if n.op == Op.STORE and n.rank != Rank.TOTAL):
-                self.emit(i)
-            self.out += self._shares("+=")
-            head[-1:-1] = [  # the sums over every row: this program's rows, added up as they come
-                f"share{t} = tl.zeros([XBLOCK, 1], {TL_DTYPE[g.nodes[t].dtype]})" for t in query.totals(g)
-            ]
-            return head + [f"    {line}" for line in self._next_round()]
-        for i in query.early_row_loads(g):
-            self.emit(i)
+
+    def _first_row(self, ahead: list[int], out: list[str]) -> list[str]:
+        """prefetch: the first row's loads, before the loop (returned); each round takes its row's from the loads
+        made ahead (appended to `out`), and loads its next row while this one is reduced or waits."""
+        g = self.scope.g
+        before = [
+            "xindex = group * XBLOCK + tl.arange(0, XBLOCK)[:, None]",
+            *dim_vars("x", "xindex", g.x_sizes),
+            "xmask = xindex < xnumel",
+            "mask = xmask & rmask",
+            *[f"tmp{i}_next = {self._load(i, g.nodes[i].attr, g.nodes[i].dtype, widen=False)}" for i in ahead],
+        ]
+        for i in ahead:
+            n = g.nodes[i]
+            out.append(f"# ir %{i}: load {n.attr}, loaded one round ahead")
+            if self._holds_raw(n):  # widened where used
+                out.append(f"tmp{i}_raw = tmp{i}_next")
+                self.raw[(i, 0)] = f"tmp{i}_raw"
+                continue
+            wide = n.dtype in (DType.BF16, DType.F16)
+            out.append(f"tmp{i} = _widen(tmp{i}_next)" if wide else f"tmp{i} = tmp{i}_next")
+            self.outer[(i, 0)] = f"tmp{i}"
+        return before
+
+    def _prefetch_row(self, ahead: list[int], out: list[str]) -> list[str]:
+        """A single pass over rows: the next row's loads go out before this row's reductions, then its stores and
+        its shares of the sums over every row. The loop's body (`out`, appended to)."""
+        g = self.scope.g
+        out += self._next_row_loads(ahead)
+        for i in (i for i, n in enumerate(g.nodes) if n.op == Op.STORE and n.rank != Rank.TOTAL):
+            self.emit(i, out)
+        out += self._shares("+=", out)
+        return out
+
+    def _words_epoch(self) -> list[str]:
+        """split_row with words: before the loop, the group's epoch and its row's words."""
+        if not self.scope.words:
+            return []
+        return [
+            "epoch = tl.load(sync_ptr + 1 + group, volatile=True)  # the group's last, kept between launches",
+            # the row's words: two sets of one slot per partial result, each slot the row's programs' words side
+            # by side, so that a poll of the row's words loads whole sectors
+            f"wrow = words_ptr + group * {2 * len(partial_slots(self.scope.g))} * parts",
+        ]
+
+    def _split_row(self, ahead: list[int], out: list[str]) -> tuple[list[str], list[str]]:
+        """split_row: the slice's partial results, published; the wait for the row's others; their combination and
+        the stores. The loop's body (`out`, appended to) and the lines after the loop."""
+        g, parts = self.scope.g, self.scope.cfg.split
         reductions = sorted(query.reduction_levels(g))
         slots = partial_slots(g)
-        words = self.words
-        if words:
-            w = 2 * len(slots)
-            head[-1:-1] = [
-                "epoch = tl.load(sync_ptr + 1 + group, volatile=True)  # the group's last, kept between launches",
-                # the row's words: two sets of one slot per partial result, each slot the row's programs' words side
-                # by side, so that a poll of the row's words loads whole sectors
-                f"wrow = words_ptr + group * {w} * parts",
-            ]
+        words = self.scope.words
         for r in reductions:  # the finish needs a slice's softmax statistics whose exps it rescales
-            if self.phase != "finish" or r in self.kept_exps.values():
-                n = self.g.nodes[r]
-                self.out.append(f"# ir %{r}: {n.op.name.lower()} %{n.args[0]}, this slice")
-                self.out += split_row_partial(g, r, self.emit(n.args[0]), walked=bool(self.walk))
-        if self.phase != "finish":
+            if self.scope.phase != "finish" or r in self.scope.kept_exps.values():
+                n = self.scope.g.nodes[r]
+                out.append(f"# ir %{r}: {n.op.name.lower()} %{n.args[0]}, this slice")
+                out += split_row_partial(g, r, self.emit(n.args[0], out), walked=bool(self.scope.walk))
+        if self.scope.phase != "finish":
             if words:
                 # the sets alternate by round: a program may publish its next round while another reads this one's
                 # words, but not the round after, which needs the other's next words
-                self.out += ["epoch += 1", f"wset = (epoch & 1) * {len(slots)}"]
-                self.out += [
+                out += ["epoch += 1", f"wset = (epoch & 1) * {len(slots)}"]
+                out += [
                     f"_word_put(wrow + ((wset + {k}) * parts + part), tmp{r}_p{j}, epoch)"
                     for k, (r, j, _) in enumerate(slots)
                 ]
             else:
                 for k, (r, j, _) in enumerate(slots):
-                    self.out.append(f"tl.store(ws_ptr{k} + (xindex * parts + part), tmp{r}_p{j}, xmask)")
+                    out.append(f"tl.store(ws_ptr{k} + (xindex * parts + part), tmp{r}_p{j}, xmask)")
         early = query.independent_stores(g)
         if words:
-            self.out += self._next_row_loads(ahead)  # polled below, after the next row's loads have gone out
-        elif self.phase == "all":
+            out += self._next_row_loads(ahead)  # polled below, after the next row's loads have gone out
+        elif self.scope.phase == "all":
             # the next row's loads go out after arriving, so that the arrival's release fence (a MEMBAR) does
             # not wait for them; the wait's polls do not
-            self.out.append(f"arrived = _row_arrive(sync_ptr, group, part == 0, {2**31 - (parts - 1)})")
-            self.out += self._next_row_loads(ahead)
-            self.out.append(f"_row_wait(sync_ptr, group, arrived, {self.max_spins})")
+            out.append(f"arrived = _row_arrive(sync_ptr, group, part == 0, {2**31 - (parts - 1)})")
+            out += self._next_row_loads(ahead)
+            out.append(f"_row_wait(sync_ptr, group, arrived, {self.scope.max_spins})")
         else:
-            self.out += self._next_row_loads(ahead)
-        if self.phase != "finish":  # what needs no partial result is stored while the others' come
+            out += self._next_row_loads(ahead)
+        if self.scope.phase != "finish":  # what needs no partial result is stored while the others' come
             for i in early:
-                self.emit(i)
-        if self.phase == "partials":
-            return head + [f"    {line}" for line in self._next_round()]
+                self.emit(i, out)
+        if self.scope.phase == "partials":
+            return out, []
         self._next_epoch()  # recompute: full-size values are widened again after the barrier, not held across it
         for r in reductions:
             ws = [k for k, s in enumerate(slots) if s[0] == r]
-            self.out += split_row_combine(g, r, ws, parts, self.max_spins if words else None, bool(self.walk))
+            out += split_row_combine(g, r, ws, parts, self.scope.max_spins if words else None, bool(self.scope.walk))
             self.outer[(r, 0)] = f"tmp{r}"
         for i, n in enumerate(g.nodes):
             if n.op == Op.STORE and i not in early:
-                self.emit(i)
+                self.emit(i, out)
         tail = ["if part == 0:", "    tl.store(sync_ptr + 1 + group, epoch)  # for the group's next launch"]
-        return head + [f"    {line}" for line in self._next_round()] + (tail if words else [])
+        return out, tail if words else []
 
     def _next_row_loads(self, ahead: list[int]) -> list[str]:
         """prefetch: the loads of this program's next row (masked past the last row)."""
         if not ahead:
             return []
-        lines = ["xnext = xindex + groups * XBLOCK", *dim_vars("xn", "xnext", self.g.x_sizes)]
+        lines = ["xnext = xindex + groups * XBLOCK", *dim_vars("xn", "xnext", self.scope.g.x_sizes)]
         lines += ["xmask_next = xnext < xnumel", "mask_next = xmask_next & rmask"]
         for i in ahead:
-            n = self.g.nodes[i]
-            load = self._load(i, n.attr, n.dtype, widen=False, x="xn", row_mask="mask_next", x_mask="xmask_next")
-            lines.append(f"tmp{i}_next = {load}")
+            n = self.scope.g.nodes[i]
+            at = {"sfx": self._sfx(), "whole": self.whole, "pass_index": self.pass_index}
+            text = load(
+                self.scope, i, n.attr, n.dtype, **at, widen=False, x="xn", row_mask="mask_next", x_mask="xmask_next"
+            )
+            lines.append(f"tmp{i}_next = {text}")
         return lines
 
-    def _next_round(self) -> list[str]:
-        """The row loop's body, stepping its own offset in the interpreter's `while` form."""
-        return self.out + (["xoffset += groups * XBLOCK"] if self.interpret else [])
+    def _next_round(self, out: list[str]) -> list[str]:
+        """The row loop's body `out`, stepping its own offset in the interpreter's `while` form."""
+        return out + (["xoffset += groups * XBLOCK"] if self.scope.interpret else [])
 
     def _prefetched(self) -> list[int]:
         """prefetch: the row's own loads (not those shared by all rows): full-size ones, and per-row ones that need
         no reduction (a class index, so that its logit's gather goes out as soon as the row's turn comes)."""
-        if not self.cfg.prefetch:
+        if not self.scope.cfg.prefetch:
             return []
-        early = set() if self.split_row else set(query.early_row_loads(self.g))
+        early = set() if self.scope.split_row else set(query.early_row_loads(self.scope.g))
         return [
             i
-            for i, n in enumerate(self.g.nodes)
+            for i, n in enumerate(self.scope.g.nodes)
             if n.op == Op.LOAD and any(n.attr.x_strides) and (n.rank == Rank.FULL or i in early)
         ]

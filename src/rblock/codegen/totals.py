@@ -53,25 +53,25 @@ class ShareTree:
 
 
 class Totals:
-    """Mixed into the kernel body (`codegen.kernel._Body`), whose state and emitters it uses."""
+    """Mixed into the kernel body (`codegen.kernel._Body`): reads its `scope` and emission state, uses its emitters."""
 
-    def _shares(self, op: str) -> list[str]:
+    def _shares(self, op: str, out: list[str]) -> list[str]:
         """The rows' values that the sums over every row add, per row (`op`: "=", or "+=" for programs that loop
-        over rows)."""
+        over rows); the values they need are appended to `out`."""
         lines = []
-        for t in query.totals(self.g):
-            v = self.emit(self.g.nodes[t].args[0])
-            lines.append(f"share{t} {op} tl.where(xmask, {v}, 0).to({TL_DTYPE[self.g.nodes[t].dtype]})")
+        for t in query.totals(self.scope.g):
+            v = self.emit(self.scope.g.nodes[t].args[0], out)
+            lines.append(f"share{t} {op} tl.where(xmask, {v}, 0).to({TL_DTYPE[self.scope.g.nodes[t].dtype]})")
         return lines
 
     def _totals(self) -> list[str]:
         """The sums over every row: each program stores its rows' share, then adds up its group's shares if it is
         the last of the group to arrive, and so on up `ShareTree`'s levels; the last at the top computes and stores
         what depends on the sums."""
-        g, totals = self.g, query.totals(self.g)
+        g, totals = self.scope.g, query.totals(self.scope.g)
         if not totals:
             return []
-        tree = ShareTree.of(g, self.cfg)
+        tree = ShareTree.of(g, self.scope.cfg)
         G, top = tree.group, len(tree.sizes) - 1
         lines = [
             "# the sums over every row: this program's share, then each group's sum, added by its last to arrive",
@@ -92,13 +92,12 @@ class Totals:
                     for k in range(len(totals))
                 ]
                 continue
-            saved, self.out = self.out, []
+            body = []
             for k, t in enumerate(totals):
-                self.out.append(f"tmp{t} = _sum_of_group(share_ptr{k} + {tree.offset(lv)}, {G})")
+                body.append(f"tmp{t} = _sum_of_group(share_ptr{k} + {tree.offset(lv)}, {G})")
                 self.outer[(t, 0)] = f"tmp{t}"
             for i, n in enumerate(g.nodes):
                 if n.op == Op.STORE and n.rank == Rank.TOTAL:
-                    self.emit(i)
-            body, self.out = self.out, saved
+                    self.emit(i, body)
             lines += [f"{pad}{line}" for line in body]
         return lines
