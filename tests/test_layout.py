@@ -40,8 +40,8 @@ MODULES = sorted(SRC.rglob("*.py"))
 
 
 @pytest.mark.parametrize("path", MODULES, ids=lambda p: str(p.relative_to(SRC)))
-def test_module_is_at_most_500_lines(path: Path):
-    assert len(path.read_text().splitlines()) <= 500
+def test_module_is_at_most_400_lines(path: Path):
+    assert len(path.read_text().splitlines()) <= 400
 
 
 @pytest.mark.parametrize("path", MODULES, ids=lambda p: str(p.relative_to(SRC)))
