@@ -38,6 +38,18 @@ def dtype_id(dtype: torch.dtype) -> str:
     return DTYPE_IDS[dtype]
 
 
+def stable_seed(*parts: object) -> int:
+    """A seed from strings, the same in every process (hash() of a str is salted per process)."""
+    return zlib.crc32("/".join(str(p) for p in parts).encode())
+
+
+@pytest.fixture(autouse=True)
+def _seed_torch(request) -> None:
+    """torch's global generator seeded from the test's id: a test that draws from it without a seed of its own draws
+    the same values in every run, whichever tests ran before it in its process."""
+    torch.manual_seed(stable_seed(request.node.nodeid))
+
+
 @pytest.fixture(params=strategies)
 def strategy(request) -> str:
     """Each test that takes `strategy` runs once per strategy; use it as `with rblock.settings(strategy=strategy)`."""
@@ -53,7 +65,7 @@ def dtype(request) -> torch.dtype:
 def make(request) -> Callable[..., torch.Tensor]:
     """`make(*shape, dtype=torch.float32)`: fresh torch.randn values, seeded from the test's id (reproducible,
     different for every parametrization), never all zeros."""
-    gen = torch.Generator().manual_seed(zlib.crc32(request.node.nodeid.encode()))
+    gen = torch.Generator().manual_seed(stable_seed(request.node.nodeid))
 
     def _make(*shape: int, dtype: torch.dtype = torch.float32, scale: float = 1.0) -> torch.Tensor:
         return (torch.randn(*shape, generator=gen) * scale).to(dtype)
