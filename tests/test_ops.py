@@ -418,11 +418,22 @@ def test_var_and_std_take_keepdim_as_a_keyword_only(name):
 
 
 @pytest.mark.parametrize("eps", [1e-6, 0.5])
-def test_rms_norm_explicit_eps(eps, strategy, make):
+def test_rms_norm_explicit_eps(eps, dtype, strategy, make):
+    """eps 0.5 is half of mean(x^2): where it is added (under the square root) shows in every dtype."""
     check_against_torch(
         lambda x, w: rblock.rms_norm(x, (300,), w, eps=eps),
         lambda x, w: F.rms_norm(x, (300,), w, eps=eps),
-        [make(5, 300), make(300)],
+        [make(5, 300, dtype=dtype), make(300, dtype=dtype)],
+        strategy=strategy,
+    )
+
+
+def test_fused_add_rms_norm_explicit_eps(dtype, strategy, make):
+    """eps 2 is the size of mean(h^2) (h = x + residual): where it is added shows in every dtype."""
+    check_against_torch(
+        lambda x, r, w: rblock.fused_add_rms_norm(x, r, w, eps=2.0),
+        lambda x, r, w: (F.rms_norm(x + r, (300,), w, eps=2.0), x + r),
+        [make(5, 300, dtype=dtype), make(5, 300, dtype=dtype), make(300, dtype=dtype)],
         strategy=strategy,
     )
 
@@ -430,8 +441,9 @@ def test_rms_norm_explicit_eps(eps, strategy, make):
 @pytest.mark.parametrize("dtype", DTYPES, ids=dtype_id)
 def test_rms_norm_default_eps_is_float32_eps_like_pytorch(dtype, strategy):
     """PyTorch: eps=None means torch.finfo(torch.float32).eps for float16, bfloat16 and float32 inputs. On a row of
-    small values the difference to finfo(x.dtype).eps is far outside any tolerance."""
-    x = torch.full((3, 64), 1e-2).to(dtype)
+    small values the difference to finfo(x.dtype).eps is far outside any tolerance; at 1e-3, mean(x^2) is 1e-6, and
+    fp32's eps 12% of it, so where eps is added (under the square root) shows in every dtype too."""
+    x = torch.full((3, 64), 1e-3).to(dtype)
     x[1] *= -3.0
     check_against_torch(
         lambda x: rblock.rms_norm(x, (64,)),
