@@ -11,9 +11,9 @@ from __future__ import annotations
 import json
 import sys
 import threading
-import time
 
 import torch
+from host_overhead import host_us  # benchmarks/ is the script's own folder
 
 import rblock
 
@@ -92,18 +92,6 @@ def guards() -> dict:
         "captured_new_data": captured_new_data,
         "input_updated_in_place": mutated,
     }
-
-
-def host_us(fn, calls: int = 2000) -> float:
-    for _ in range(50):
-        fn()
-    torch.cuda.synchronize()
-    t0 = time.perf_counter()
-    for _ in range(calls):
-        fn()
-    host = (time.perf_counter() - t0) / calls * 1e6
-    torch.cuda.synchronize()
-    return host
 
 
 def guard_cost() -> dict:
